@@ -1,0 +1,98 @@
+# tokenbed: secure application-level token passing (seed 002) and a network
+# testbed that runs it with real processes. `make test` and `make endurance`
+# work on a fresh machine: both install what is missing first.
+
+GO        ?= go
+BIN       := bin
+export CGO_ENABLED := 0
+GOFLAGS_BUILD := -trimpath
+BACKEND   ?= netns
+
+.PHONY: all deps build test vet fmt-check fuzz bench demo endurance endurance-smoke nightly clean clean-host image
+
+all: build
+
+deps: .deps.stamp
+.deps.stamp: scripts/install-deps.sh go.mod go.sum
+	./scripts/install-deps.sh
+	@touch $@
+
+build: deps
+	$(GO) build $(GOFLAGS_BUILD) -o $(BIN)/agent ./agent
+	$(GO) build $(GOFLAGS_BUILD) -o $(BIN)/harness ./harness
+
+fmt-check:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+vet: deps
+	$(GO) vet ./...
+
+# Everything: formatting, vet, unit tests, protocol model check, loopback
+# circulation, and the tests that need root (namespaces, UML, containers).
+test: deps fmt-check vet
+	$(GO) test -count=1 -timeout 40m ./...
+
+# Run every fuzz target for FUZZTIME each (go test allows one target per run).
+FUZZTIME ?= 60s
+fuzz: deps
+	$(GO) test ./agent/wire -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./agent/node -run '^$$' -fuzz '^FuzzReceive$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./agent/passing -run '^$$' -fuzz '^FuzzEndpoint$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./netem -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./agent/wire/wirelayer -run '^$$' -fuzz '^FuzzLayer$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./harness/capture -run '^$$' -fuzz '^FuzzUDPFilter$$' -fuzztime $(FUZZTIME)
+
+bench: deps
+	$(GO) test -run '^$$' -bench . -benchtime 2s ./agent/...
+	$(GO) test -run '^$$' -bench . -benchtime 2s ./netem/...
+	$(GO) test -run '^$$' -bench . -benchtime 500000x ./harness/capture
+	$(GO) test -run '^$$' -bench . -benchtime 3x ./harness/backend/nsbackend
+
+# The 20-day endurance experiment of seed 002 §3.3 in compressed time
+# (results/RUNID/report.md); endurance-smoke is the same, shortened (CI);
+# nightly is one continuous replica at real network scale, hours long.
+HARNESS_FLAGS ?=
+endurance: build
+	./$(BIN)/harness run --backend $(BACKEND) $(HARNESS_FLAGS) experiments/endurance.yaml
+
+endurance-smoke: build
+	./$(BIN)/harness run --backend $(BACKEND) $(HARNESS_FLAGS) experiments/endurance-smoke.yaml
+
+nightly: build
+	./$(BIN)/harness run --backend $(BACKEND) --replicas 1 $(HARNESS_FLAGS) experiments/endurance.yaml
+
+# A 3-agent run with per-link profiles, an outage and a crash.
+demo: build
+	./$(BIN)/harness run --backend $(BACKEND) $(HARNESS_FLAGS) experiments/three-agents.yaml
+
+# Remove what a killed run left behind (namespaces, processes, UML directories).
+clean-host: build
+	./$(BIN)/harness clean
+
+clean:
+	rm -rf $(BIN) .deps.stamp
+
+# User Mode Linux runner (harness/uml): its tests boot real guests, about
+# 0.5 s each; the benchmark compares a guest's boot and job start with a
+# host exec.
+.PHONY: test-uml bench-uml
+test-uml: deps
+	$(GO) test -count=1 ./harness/uml/...
+
+bench-uml: deps
+	$(GO) test -run '^$$' -bench . -benchtime 10x ./harness/uml/
+
+# The agent image (Dockerfile: FROM scratch + the static agent; no registry
+# needed). The context is only the Dockerfile and bin/agent. Runs with
+# --backend container build their own per-run image and do not need this.
+IMAGE ?= tokenbed-agent:dev
+image: build
+	tar -cf - Dockerfile -C $(BIN) agent | docker build -t $(IMAGE) -
+
+# Container backend (harness/backend/ctrbackend): real Docker containers.
+.PHONY: test-containers bench-containers
+test-containers: deps
+	$(GO) test -count=1 -v ./harness/backend/ctrbackend/
+
+bench-containers: deps
+	$(GO) test -run '^$$' -bench . -benchtime 3x ./harness/backend/ctrbackend/

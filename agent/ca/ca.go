@@ -1,0 +1,271 @@
+// Package ca is the membership's Certification Authority (002 §2, §3): it
+// issues X.509 certificates for Ed25519 member keys, and verifies the
+// certificates that members piggyback on their datagrams. The CA
+// certificate is the only global datum of the protocol.
+//
+// Files, all PEM, in one directory:
+//
+//	ca.crt       the CA certificate (0644): give it to every member
+//	ca.key       the CA private key (0600): keep it away from members
+//	NAME.crt     a member's certificate, CommonName NAME (0644)
+//	NAME.key     a member's private key (0600)
+package ca
+
+import (
+	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math/big"
+	"os"
+	"path/filepath"
+	"time"
+
+	"tokenbed/agent/wire"
+)
+
+// Validity periods of issued certificates.
+const (
+	CAValidity     = 10 * 365 * 24 * time.Hour
+	MemberValidity = 2 * 365 * 24 * time.Hour
+)
+
+// File names inside a CA directory.
+const (
+	CACertFile = "ca.crt"
+	CAKeyFile  = "ca.key"
+)
+
+// CertFile and KeyFile name a member's files.
+func CertFile(name string) string { return name + ".crt" }
+func KeyFile(name string) string  { return name + ".key" }
+
+// Init creates a new CA in dir. It refuses to overwrite an existing CA.
+func Init(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	tmpl := &x509.Certificate{
+		SerialNumber:          serial(),
+		Subject:               pkix.Name{CommonName: "tokenbed CA", Organization: []string{"tokenbed"}},
+		NotBefore:             now.Add(-time.Hour),
+		NotAfter:              now.Add(CAValidity),
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+		MaxPathLenZero:        true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, pub, priv)
+	if err != nil {
+		return err
+	}
+	if err := writeKey(filepath.Join(dir, CAKeyFile), priv); err != nil {
+		return err
+	}
+	return writePEM(filepath.Join(dir, CACertFile), "CERTIFICATE", der, 0o644)
+}
+
+// Issue creates a key pair and a certificate for the member name, signed by
+// the CA in dir, and writes them into dir. It refuses to overwrite.
+func Issue(dir, name string) error {
+	if !wire.ValidName(name) {
+		return fmt.Errorf("member name %q: want 1 to %d letters, digits, '.', '_' or '-'", name, wire.MaxNameLen)
+	}
+	caCert, err := LoadCert(filepath.Join(dir, CACertFile))
+	if err != nil {
+		return err
+	}
+	caKey, err := LoadKey(filepath.Join(dir, CAKeyFile))
+	if err != nil {
+		return err
+	}
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	tmpl := &x509.Certificate{
+		SerialNumber: serial(),
+		Subject:      pkix.Name{CommonName: name, Organization: []string{"tokenbed member"}},
+		NotBefore:    now.Add(-time.Hour),
+		NotAfter:     now.Add(MemberValidity),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, pub, caKey)
+	if err != nil {
+		return err
+	}
+	if len(der) > wire.MaxCertLen {
+		return fmt.Errorf("certificate for %q is %d bytes, more than a datagram carries (%d)", name, len(der), wire.MaxCertLen)
+	}
+	if err := writeKey(filepath.Join(dir, KeyFile(name)), priv); err != nil {
+		return err
+	}
+	return writePEM(filepath.Join(dir, CertFile(name)), "CERTIFICATE", der, 0o644)
+}
+
+func serial() *big.Int {
+	n, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
+	if err != nil {
+		panic(err) // crypto/rand never fails on Linux
+	}
+	return n
+}
+
+func writeKey(path string, k ed25519.PrivateKey) error {
+	der, err := x509.MarshalPKCS8PrivateKey(k)
+	if err != nil {
+		return err
+	}
+	return writePEM(path, "PRIVATE KEY", der, 0o600)
+}
+
+// writePEM creates path exclusively: credentials are never overwritten.
+func writePEM(path, typ string, der []byte, mode os.FileMode) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
+	if err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return fmt.Errorf("%s already exists: refusing to overwrite credentials", path)
+		}
+		return err
+	}
+	if err := pem.Encode(f, &pem.Block{Type: typ, Bytes: der}); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func readPEM(path, typ string) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	blk, _ := pem.Decode(b)
+	if blk == nil || blk.Type != typ {
+		return nil, fmt.Errorf("%s: no PEM block of type %q", path, typ)
+	}
+	return blk.Bytes, nil
+}
+
+// LoadCert reads a PEM certificate.
+func LoadCert(path string) (*x509.Certificate, error) {
+	der, err := readPEM(path, "CERTIFICATE")
+	if err != nil {
+		return nil, err
+	}
+	c, err := x509.ParseCertificate(der)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v", path, err)
+	}
+	return c, nil
+}
+
+// LoadKey reads a PEM PKCS#8 Ed25519 private key. A key readable by group
+// or others is refused, as ssh does.
+func LoadKey(path string) (ed25519.PrivateKey, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if st.Mode().Perm()&0o077 != 0 {
+		return nil, fmt.Errorf("%s: private key is accessible by others (mode %v); chmod 600 it", path, st.Mode().Perm())
+	}
+	der, err := readPEM(path, "PRIVATE KEY")
+	if err != nil {
+		return nil, err
+	}
+	k, err := x509.ParsePKCS8PrivateKey(der)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v", path, err)
+	}
+	ek, ok := k.(ed25519.PrivateKey)
+	if !ok {
+		return nil, fmt.Errorf("%s: not an Ed25519 key", path)
+	}
+	return ek, nil
+}
+
+// Credentials are what a member needs to take part: its name, key and
+// certificate, and the CA certificate to check the others'.
+type Credentials struct {
+	Name string
+	Key  ed25519.PrivateKey
+	Cert []byte // DER, piggybacked on datagrams
+	CA   *x509.Certificate
+}
+
+// LoadMember reads the credentials of member name: NAME.key and NAME.crt
+// from dir, and the CA certificate from caCert. It checks that the
+// certificate is the key's and is signed by the CA.
+func LoadMember(dir, name, caCert string) (*Credentials, error) {
+	ca, err := LoadCert(caCert)
+	if err != nil {
+		return nil, err
+	}
+	key, err := LoadKey(filepath.Join(dir, KeyFile(name)))
+	if err != nil {
+		return nil, err
+	}
+	cert, err := LoadCert(filepath.Join(dir, CertFile(name)))
+	if err != nil {
+		return nil, err
+	}
+	v := NewVerifier(ca)
+	cn, pub, err := v.Verify(cert.Raw, time.Now())
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v", filepath.Join(dir, CertFile(name)), err)
+	}
+	if cn != name {
+		return nil, fmt.Errorf("%s: certificate is for %q, not %q", filepath.Join(dir, CertFile(name)), cn, name)
+	}
+	if !pub.Equal(key.Public()) {
+		return nil, fmt.Errorf("%s does not match %s", CertFile(name), KeyFile(name))
+	}
+	return &Credentials{Name: name, Key: key, Cert: cert.Raw, CA: ca}, nil
+}
+
+// Verifier checks member certificates against the CA certificate.
+type Verifier struct {
+	roots *x509.CertPool
+}
+
+// NewVerifier returns a verifier trusting ca alone.
+func NewVerifier(ca *x509.Certificate) *Verifier {
+	p := x509.NewCertPool()
+	p.AddCert(ca)
+	return &Verifier{roots: p}
+}
+
+// Verify checks that der is a certificate signed by the CA, valid at now,
+// for an Ed25519 key and a valid member name. It returns the name and key.
+// It reads no clock: now is the caller's.
+func (v *Verifier) Verify(der []byte, now time.Time) (string, ed25519.PublicKey, error) {
+	c, err := x509.ParseCertificate(der)
+	if err != nil {
+		return "", nil, fmt.Errorf("certificate: %v", err)
+	}
+	if _, err := c.Verify(x509.VerifyOptions{Roots: v.roots, CurrentTime: now, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}}); err != nil {
+		return "", nil, fmt.Errorf("certificate of %q: %v", c.Subject.CommonName, err)
+	}
+	pub, ok := c.PublicKey.(ed25519.PublicKey)
+	if !ok {
+		return "", nil, fmt.Errorf("certificate of %q: not an Ed25519 key", c.Subject.CommonName)
+	}
+	// x509 returns the key as a slice of der: copy it, since callers cache
+	// keys and der is often a reused receive buffer.
+	pub = append(ed25519.PublicKey(nil), pub...)
+	if !wire.ValidName(c.Subject.CommonName) {
+		return "", nil, fmt.Errorf("certificate: bad member name %q", c.Subject.CommonName)
+	}
+	return c.Subject.CommonName, pub, nil
+}

@@ -1,0 +1,81 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func write(t *testing.T, s string) string {
+	p := filepath.Join(t.TempDir(), "agent.yaml")
+	if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestDefaultsAndScale(t *testing.T) {
+	c, err := Load(write(t, `
+name: A
+listen: 10.0.0.1:7400
+ca: ca.crt
+credentials: .
+time_scale: 100
+network_time_scale: 2
+peers: [{name: B, addr: "10.0.0.2:7400"}]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := c.Validate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Application durations are divided by time_scale, passing timeouts
+	// by network_time_scale.
+	if r.RandomWalk.Hold != 100*time.Millisecond {
+		t.Errorf("hold %v, want 10s/100", r.RandomWalk.Hold)
+	}
+	if r.Passing.MoveTimeout != 250*time.Millisecond || r.Passing.MoveRetries != 2 || r.Passing.CommitRetries != 10 {
+		t.Errorf("passing %+v, want the paper's retries and 500ms/2", r.Passing)
+	}
+	if r.RandomWalk.Transit != 500*time.Millisecond {
+		t.Errorf("transit allowance %v, want two move timeouts", r.RandomWalk.Transit)
+	}
+	if r.Role != RoleRandomWalk || r.Log != "-" {
+		t.Errorf("role %q log %q", r.Role, r.Log)
+	}
+}
+
+func TestEveryErrorNamesFieldAndLine(t *testing.T) {
+	c, err := Load(write(t, `name: "a b"
+listen: 0.0.0.0:7400
+role: ftn
+peers:
+  - {name: B, addr: nowhere}
+join: Z
+passing:
+  move_timeout: -1s
+  commit_retries: 100000
+randomwalk:
+  regenerate_jitter: 2
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Validate()
+	if err == nil {
+		t.Fatal("accepted")
+	}
+	for _, want := range []string{":1:7: name:", ":2:9: listen:", ":3:7: role:", "peers[0].addr", ":6:7: join:", "passing.move_timeout", "passing.commit_retries", "randomwalk.regenerate_jitter", "ca: missing", "credentials: missing"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("no error about %q in:\n%v", want, err)
+		}
+	}
+	// An unknown field is an error at its line.
+	if _, err := Load(write(t, "name: A\nbogus: 1\n")); err == nil || !strings.Contains(err.Error(), ":2:1: unknown field \"bogus\"") {
+		t.Errorf("unknown field: %v", err)
+	}
+}

@@ -1,0 +1,333 @@
+// Package eventlog is the schema of the JSON-lines event log that agents and
+// the harness write, and the testbed's source of truth: analysis derives
+// every figure from these logs and the packet capture.
+//
+// One event is one JSON object on one line. A writer appends whole lines
+// with a single write(2) per batch, so a log survives SIGKILL of its writer
+// up to the last batch written. Every event carries two clocks:
+// MonoNS (CLOCK_MONOTONIC, shared by all processes of one kernel, so events
+// of different agents order correctly) and WallNS (CLOCK_REALTIME, the clock
+// of the packet capture's timestamps).
+package eventlog
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// SchemaVersion is written in agent_started and run_started events.
+const SchemaVersion = 1
+
+// Kind says what happened.
+type Kind string
+
+// Agent events.
+const (
+	AgentStarted  Kind = "agent_started"  // Role, Addr, Seed, TimeScale, Version
+	AgentStopping Kind = "agent_stopping" // Reason: the signal or error
+
+	PassStarted Kind = "pass_started" // sender chose Peer for Token; Session is the new session
+	// Datagram events; Attempt counts sends of the same datagram from 1,
+	// Cert says a certificate was piggybacked, Nonce matches the capture.
+	MoveSent          Kind = "move_sent"
+	MoveReceived      Kind = "move_received"
+	AckSent           Kind = "ack_sent"
+	AckReceived       Kind = "ack_received"
+	CommitSent        Kind = "commit_sent"
+	CommitReceived    Kind = "commit_received"
+	EarlyStopSent     Kind = "earlystop_sent"
+	EarlyStopReceived Kind = "earlystop_received"
+
+	// PassSucceeded: the sender received a valid Ack; the token is no longer
+	// its own (002 §3). PassCompleted follows when the EarlyStop arrives or
+	// the Commit retries run out (Reason "earlystop" or "commit_retries"),
+	// with LatencyNS from the first Move to that point (002 §3.1).
+	PassSucceeded Kind = "pass_succeeded"
+	PassCompleted Kind = "pass_completed"
+	// PassFailed: Reason "ack_timeout" on the sender (Move retries
+	// exhausted: it keeps the token) or "commit_timeout" on the receiver (Ack
+	// retries exhausted: it considers that the sender still holds it).
+	PassFailed Kind = "pass_failed"
+
+	TokenAcquired    Kind = "token_acquired"    // Reason "commit", "generated" or "join"; ReturnNS since the last hit
+	TokenReleased    Kind = "token_released"    // Reason "passed", "discarded" or "stopping"
+	TokenRegenerated Kind = "token_regenerated" // loss detection (002 §3.2): a new token, Detail says why
+	TokenDiscarded   Kind = "token_discarded"   // Reason "sandwich": removal of a spurious token (002 §3.2)
+
+	DatagramRejected Kind = "datagram_rejected" // Reason says why; no reply was sent (002 §3.1)
+	KeyCached        Kind = "key_cached"        // Peer's certificate verified against the CA
+	PeerAdded        Kind = "peer_added"
+	PeerRemoved      Kind = "peer_removed"
+	AgentNotice      Kind = "agent_notice" // an internal error the agent survived; Reason and Detail say what
+)
+
+// Harness events, written by the harness on the same clocks.
+const (
+	RunStarted    Kind = "run_started"  // Detail: experiment name; Seed
+	RunFinished   Kind = "run_finished" // Reason: "ok", "error", "interrupted"
+	LinkProfile   Kind = "link_profile" // Link, Profile: a profile applied or changed
+	OutageStart   Kind = "outage_start" // Link, Reason "loss" or "down"
+	OutageEnd     Kind = "outage_end"   // Link
+	AgentCrash    Kind = "agent_crash"  // SIGKILL of Agent (the harness writes Agent)
+	AgentRestart  Kind = "agent_restart"
+	AgentJoin     Kind = "agent_join"
+	AgentLeave    Kind = "agent_leave"
+	AgentExit     Kind = "agent_exit" // the process ended; Detail holds its exit status
+	HarnessNotice Kind = "harness_notice"
+)
+
+// Event is one line of an event log. Zero-valued optional fields are omitted.
+type Event struct {
+	Agent  string `json:"agent"`   // agent name, or "harness"
+	Seq    uint64 `json:"seq"`     // per-writer sequence number from 1: a gap is a lost line
+	MonoNS int64  `json:"mono_ns"` // CLOCK_MONOTONIC, ns
+	WallNS int64  `json:"wall_ns"` // CLOCK_REALTIME, ns since the Unix epoch
+	Kind   Kind   `json:"kind"`
+
+	Token   string `json:"token,omitempty"`   // token id, "GEN@ORIGIN"
+	Session uint64 `json:"session,omitempty"` // session id of the passing operation
+	Peer    string `json:"peer,omitempty"`    // the other member's name
+	Addr    string `json:"addr,omitempty"`    // an address: the peer's, or the agent's own in agent_started
+	Reason  string `json:"reason,omitempty"`
+	Attempt int    `json:"attempt,omitempty"`
+	Cert    bool   `json:"cert,omitempty"`
+	Nonce   uint64 `json:"nonce,omitempty"`
+
+	LatencyNS int64 `json:"latency_ns,omitempty"` // pass_completed
+	ReturnNS  int64 `json:"return_ns,omitempty"`  // token_acquired
+
+	Role      string  `json:"role,omitempty"`
+	Seed      uint64  `json:"seed,omitempty"`
+	TimeScale float64 `json:"time_scale,omitempty"`
+	Version   int     `json:"version,omitempty"`
+
+	Link    string `json:"link,omitempty"`    // "A>B": the direction A to B
+	Profile string `json:"profile,omitempty"` // netem profile in tc syntax
+	Detail  string `json:"detail,omitempty"`
+}
+
+// AppendJSON appends e as one JSON object, exactly as encoding/json would
+// marshal it (same field order and omissions), without reflection: the
+// agent logs several events per datagram, on the pass latency's path.
+func (e *Event) AppendJSON(b []byte) []byte {
+	str := func(name, v string, omit bool) {
+		if omit && v == "" {
+			return
+		}
+		b = append(b, ',', '"')
+		b = append(b, name...)
+		b = append(b, '"', ':')
+		b = appendString(b, v)
+	}
+	i64 := func(name string, v int64, omit bool) {
+		if omit && v == 0 {
+			return
+		}
+		b = append(b, ',', '"')
+		b = append(b, name...)
+		b = append(b, '"', ':')
+		b = strconv.AppendInt(b, v, 10)
+	}
+	u64 := func(name string, v uint64) {
+		if v == 0 {
+			return
+		}
+		b = append(b, ',', '"')
+		b = append(b, name...)
+		b = append(b, '"', ':')
+		b = strconv.AppendUint(b, v, 10)
+	}
+	b = append(b, `{"agent":`...)
+	b = appendString(b, e.Agent)
+	b = append(b, `,"seq":`...)
+	b = strconv.AppendUint(b, e.Seq, 10)
+	i64("mono_ns", e.MonoNS, false)
+	i64("wall_ns", e.WallNS, false)
+	str("kind", string(e.Kind), false)
+	str("token", e.Token, true)
+	u64("session", e.Session)
+	str("peer", e.Peer, true)
+	str("addr", e.Addr, true)
+	str("reason", e.Reason, true)
+	i64("attempt", int64(e.Attempt), true)
+	if e.Cert {
+		b = append(b, `,"cert":true`...)
+	}
+	u64("nonce", e.Nonce)
+	i64("latency_ns", e.LatencyNS, true)
+	i64("return_ns", e.ReturnNS, true)
+	str("role", e.Role, true)
+	u64("seed", e.Seed)
+	if e.TimeScale != 0 {
+		b = append(b, `,"time_scale":`...)
+		jb, _ := json.Marshal(e.TimeScale)
+		b = append(b, jb...)
+	}
+	i64("version", int64(e.Version), true)
+	str("link", e.Link, true)
+	str("profile", e.Profile, true)
+	str("detail", e.Detail, true)
+	return append(b, '}')
+}
+
+// appendString appends s as a JSON string; plain ASCII, the common case,
+// is copied, anything else goes through encoding/json.
+func appendString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c == '"' || c == '\\' || c >= 0x7f || c == '<' || c == '>' || c == '&' {
+			q, _ := json.Marshal(s)
+			return append(b, q...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
+}
+
+// Now reads both clocks.
+func Now() (mono, wall int64) {
+	var ts unix.Timespec
+	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return ts.Nano(), time.Now().UnixNano()
+}
+
+// Writer appends events to a log. It is safe for concurrent use.
+type Writer struct {
+	// monoBase and timeBase relate Go's monotonic clock to an absolute
+	// CLOCK_MONOTONIC reading (both are CLOCK_MONOTONIC), so WriteAt can
+	// stamp events from a time.Time without another clock read.
+	monoBase int64
+	timeBase time.Time
+	mu       sync.Mutex
+	w        io.Writer
+	agent    string
+	seq      uint64
+	buf      []byte
+}
+
+// NewWriter returns a writer that stamps events with agent's name. Each
+// call to Write issues one Write on w, so with an *os.File every batch is
+// one write(2) and is in the kernel before Write returns.
+func NewWriter(w io.Writer, agent string) *Writer {
+	// Read time.Now between two CLOCK_MONOTONIC readings and take their
+	// midpoint: the pairing is then off by at most half the gap (~100 ns).
+	m1, _ := Now()
+	tb := time.Now()
+	m2, _ := Now()
+	return &Writer{w: w, agent: agent, monoBase: m1 + (m2-m1)/2, timeBase: tb}
+}
+
+// Create opens path for appending (0644) and returns a writer on it.
+func Create(path, agent string) (*Writer, *os.File, error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, nil, err
+	}
+	return NewWriter(f, agent), f, nil
+}
+
+// Write stamps the events that have no timestamp with the current clocks,
+// numbers them, and writes them in one call.
+func (w *Writer) Write(evs ...Event) error {
+	if len(evs) == 0 {
+		return nil
+	}
+	mono, wall := Now()
+	return w.write(mono, wall, evs)
+}
+
+// WriteAt is Write with the events stamped at t, a time.Time carrying a
+// monotonic reading (from time.Now).
+func (w *Writer) WriteAt(t time.Time, evs ...Event) error {
+	if len(evs) == 0 {
+		return nil
+	}
+	return w.write(w.monoBase+t.Sub(w.timeBase).Nanoseconds(), t.UnixNano(), evs)
+}
+
+func (w *Writer) write(mono, wall int64, evs []Event) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf = w.buf[:0]
+	for i := range evs {
+		e := &evs[i]
+		if e.Agent == "" {
+			e.Agent = w.agent
+		}
+		if e.MonoNS == 0 {
+			e.MonoNS, e.WallNS = mono, wall
+		}
+		w.seq++
+		e.Seq = w.seq
+		w.buf = e.AppendJSON(w.buf)
+		w.buf = append(w.buf, '\n')
+	}
+	_, err := w.w.Write(w.buf)
+	return err
+}
+
+// ParseError names the file and line of a malformed event.
+type ParseError struct {
+	File string
+	Line int
+	Err  error
+}
+
+func (e *ParseError) Error() string { return fmt.Sprintf("%s:%d: %v", e.File, e.Line, e.Err) }
+func (e *ParseError) Unwrap() error { return e.Err }
+
+// Read calls fn for every event of r, in order. name is used in errors.
+// Unknown fields are errors, so a log that does not match this schema is
+// reported at its first bad line. A final line without its newline (a
+// writer killed mid-write, which Write avoids but a full disk does not)
+// is reported as truncated.
+func Read(r io.Reader, name string, fn func(Event) error) error {
+	br := bufio.NewReaderSize(r, 1<<16)
+	for line := 1; ; line++ {
+		b, err := br.ReadBytes('\n')
+		if len(b) > 0 {
+			if b[len(b)-1] != '\n' {
+				return &ParseError{File: name, Line: line, Err: fmt.Errorf("truncated line %q", b)}
+			}
+			var e Event
+			dec := json.NewDecoder(bytes.NewReader(b))
+			dec.DisallowUnknownFields()
+			if derr := dec.Decode(&e); derr != nil {
+				return &ParseError{File: name, Line: line, Err: derr}
+			}
+			if e.Kind == "" || e.Agent == "" {
+				return &ParseError{File: name, Line: line, Err: fmt.Errorf("event without kind or agent")}
+			}
+			if ferr := fn(e); ferr != nil {
+				return ferr
+			}
+		}
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return &ParseError{File: name, Line: line, Err: err}
+		}
+	}
+}
+
+// ReadFile reads every event of the log at path.
+func ReadFile(path string) ([]Event, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var evs []Event
+	err = Read(f, path, func(e Event) error { evs = append(evs, e); return nil })
+	return evs, err
+}

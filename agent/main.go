@@ -1,0 +1,293 @@
+// Command agent is a tokenbed agent: a member of a token-passing
+// membership using the secure application-level passing operation of seed
+// 002, with a circulation policy (role).
+//
+// Usage:
+//
+//	agent run --config FILE [flags]     run an agent
+//	agent ca init --dir DIR             create a Certification Authority
+//	agent ca issue --dir DIR NAME...    issue member credentials
+//	agent version
+//
+// Exit status:
+//
+//	0  stopped by SIGTERM or SIGINT; the event log is complete
+//	1  runtime failure (socket, event log)
+//	2  usage or configuration error (the message names the field, or the
+//	   file and line)
+//	3  credentials error (CA, certificate or key)
+//
+// SIGKILL is a crash: the event log holds every batch written before it.
+package main
+
+import (
+	"context"
+	crand "crypto/rand"
+	"encoding/binary"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"tokenbed/agent/ca"
+	"tokenbed/agent/circulation"
+	"tokenbed/agent/circulation/randomwalk"
+	"tokenbed/agent/circulation/wandering"
+	"tokenbed/agent/config"
+	"tokenbed/agent/driver"
+	"tokenbed/agent/eventlog"
+	"tokenbed/agent/node"
+)
+
+// Exit codes.
+const (
+	exitOK          = 0
+	exitRuntime     = 1
+	exitUsage       = 2
+	exitCredentials = 3
+)
+
+func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		usage(stderr)
+		return exitUsage
+	}
+	switch args[0] {
+	case "run":
+		return cmdRun(args[1:], stdout, stderr)
+	case "ca":
+		return cmdCA(args[1:], stderr)
+	case "version":
+		fmt.Fprintf(stdout, "tokenbed agent, wire format v1, event log schema v%d, roles %s\n", eventlog.SchemaVersion, strings.Join(config.Roles, " "))
+		return exitOK
+	case "-h", "--help", "help":
+		usage(stdout)
+		return exitOK
+	}
+	fmt.Fprintf(stderr, "agent: unknown command %q\n", args[0])
+	usage(stderr)
+	return exitUsage
+}
+
+func usage(w io.Writer) {
+	fmt.Fprint(w, `usage:
+  agent run --config FILE [flags]     run an agent (agent run -h for flags)
+  agent ca init --dir DIR             create a Certification Authority
+  agent ca issue --dir DIR NAME...    issue member credentials into DIR
+  agent version
+`)
+}
+
+func cmdCA(args []string, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprintln(stderr, "agent ca: want init or issue")
+		return exitUsage
+	}
+	fs := flag.NewFlagSet("agent ca "+args[0], flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	dir := fs.String("dir", "", "CA directory")
+	if err := fs.Parse(args[1:]); err != nil {
+		return exitUsage
+	}
+	if *dir == "" {
+		fmt.Fprintln(stderr, "agent ca: --dir is required")
+		return exitUsage
+	}
+	switch args[0] {
+	case "init":
+		if err := ca.Init(*dir); err != nil {
+			fmt.Fprintln(stderr, "agent ca init:", err)
+			return exitCredentials
+		}
+	case "issue":
+		if fs.NArg() == 0 {
+			fmt.Fprintln(stderr, "agent ca issue: name at least one member")
+			return exitUsage
+		}
+		for _, n := range fs.Args() {
+			if err := ca.Issue(*dir, n); err != nil {
+				fmt.Fprintln(stderr, "agent ca issue:", err)
+				return exitCredentials
+			}
+		}
+	default:
+		fmt.Fprintf(stderr, "agent ca: unknown command %q\n", args[0])
+		return exitUsage
+	}
+	return exitOK
+}
+
+// peerFlags collects repeated --peer NAME=ADDR.
+type peerFlags []config.Peer
+
+func (p *peerFlags) String() string { return fmt.Sprint(*p) }
+func (p *peerFlags) Set(s string) error {
+	name, addr, ok := strings.Cut(s, "=")
+	if !ok {
+		return fmt.Errorf("want NAME=IP:PORT, got %q", s)
+	}
+	*p = append(*p, config.Peer{Name: name, Addr: addr})
+	return nil
+}
+
+func cmdRun(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("agent run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cfgPath := fs.String("config", "", "configuration file (YAML)")
+	name := fs.String("name", "", "member name (overrides the file)")
+	listen := fs.String("listen", "", "UDP address IP:PORT to bind and sign as")
+	caCert := fs.String("ca", "", "CA certificate file")
+	creds := fs.String("credentials", "", "directory with NAME.crt and NAME.key")
+	logPath := fs.String("log", "", "event log file, - for standard output")
+	seed := fs.Uint64("seed", 0, "random seed (0: pick one and log it)")
+	scale := fs.Float64("time-scale", 0, "divide every duration by this factor (compressed time)")
+	netScale := fs.Float64("network-time-scale", 0, "divide the passing timeouts by this factor instead (default: time-scale)")
+	var peers peerFlags
+	fs.Var(&peers, "peer", "a member NAME=IP:PORT (repeatable; added to the file's)")
+	join := fs.String("join", "", "join through this peer (002 §3.2)")
+	generate := fs.Bool("generate", false, "generate a token at start")
+	dropRate := fs.Float64("drop-rate", 0, "TESTING: drop outgoing datagrams with this probability (seeded)")
+	fault := fs.String("fault", "", "TESTING: break the protocol on purpose: skip_ack_check or acquire_on_move")
+	if err := fs.Parse(args); err != nil {
+		return exitUsage
+	}
+	var c *config.Config
+	if *cfgPath != "" {
+		var err error
+		if c, err = config.Load(*cfgPath); err != nil {
+			fmt.Fprintln(stderr, "agent:", err)
+			return exitUsage
+		}
+	} else {
+		c = &config.Config{}
+	}
+	set := func(dst *string, v string) {
+		if v != "" {
+			*dst = v
+		}
+	}
+	set(&c.Name, *name)
+	set(&c.Listen, *listen)
+	set(&c.CA, *caCert)
+	set(&c.Credentials, *creds)
+	set(&c.Log, *logPath)
+	set(&c.Join, *join)
+	if *seed != 0 {
+		c.Seed = *seed
+	}
+	if *scale != 0 {
+		c.TimeScale = *scale
+	}
+	if *netScale != 0 {
+		c.NetworkTimeScale = *netScale
+	}
+	if *generate {
+		c.RandomWalk.GenerateAtStart = true
+		c.Wandering.GenerateAtStart = true
+	}
+	set(&c.Fault, *fault)
+	c.Peers = append(c.Peers, peers...)
+	r, err := c.Validate()
+	if err != nil {
+		fmt.Fprintln(stderr, "agent: configuration:")
+		fmt.Fprintln(stderr, err)
+		return exitUsage
+	}
+	if *dropRate < 0 || *dropRate >= 1 {
+		fmt.Fprintln(stderr, "agent: --drop-rate: must be in [0, 1)")
+		return exitUsage
+	}
+	if *dropRate == 0 {
+		*dropRate = r.DropRate
+	}
+	cred, err := ca.LoadMember(r.Credentials, r.Name, r.CA)
+	if err != nil {
+		fmt.Fprintln(stderr, "agent: credentials:", err)
+		return exitCredentials
+	}
+	if r.Seed == 0 {
+		var b [8]byte
+		crand.Read(b[:])
+		r.Seed = binary.LittleEndian.Uint64(b[:]) | 1
+	}
+
+	var logw io.Writer = stdout
+	if r.Log != "-" {
+		if err := os.MkdirAll(filepath.Dir(r.Log), 0o755); err != nil {
+			fmt.Fprintln(stderr, "agent: log:", err)
+			return exitRuntime
+		}
+		f, err := os.OpenFile(r.Log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			fmt.Fprintln(stderr, "agent: log:", err)
+			return exitRuntime
+		}
+		defer f.Close()
+		logw = f
+	}
+	log := eventlog.NewWriter(logw, r.Name)
+
+	rnd := rand.New(rand.NewPCG(r.Seed, 0x70ce2009))
+	var members []node.Member
+	for i, p := range r.Peers {
+		members = append(members, node.Member{Name: p.Name, Addr: r.PeerAddrs[i]})
+	}
+	var policy circulation.Policy
+	switch r.Role {
+	case config.RoleWandering:
+		policy = wandering.New(r.Wandering)
+	default:
+		policy = randomwalk.New(r.RandomWalk)
+	}
+	n, err := node.New(node.Config{Name: r.Name, Addr: r.Listen, Key: cred.Key, Cert: cred.Cert, CA: ca.NewVerifier(cred.CA),
+		Passing: r.Passing, Policy: policy, Peers: members, DirectoryTTL: r.DirectoryTTL, Rand: rnd})
+	if err != nil {
+		fmt.Fprintln(stderr, "agent:", err)
+		return exitUsage
+	}
+	udp, err := driver.ListenUDP(r.Listen)
+	if err != nil {
+		fmt.Fprintln(stderr, "agent: listen:", err)
+		return exitRuntime
+	}
+	var tr driver.Transport = udp
+	if *dropRate > 0 {
+		tr = driver.NewLossy(udp, *dropRate, r.Seed)
+	}
+	detail := fmt.Sprintf("passing=%+v policy=%s randomwalk=%+v wandering=%+v drop_rate=%v", r.Passing, policy.Name(), r.RandomWalk, r.Wandering, *dropRate)
+	if c.Fault != "" {
+		detail = "FAULT " + c.Fault + " (a deliberately broken agent); " + detail
+		fmt.Fprintf(stderr, "agent: WARNING: running with fault %s: this agent breaks the protocol on purpose\n", c.Fault)
+	}
+	if err := log.Write(eventlog.Event{Kind: eventlog.AgentStarted, Role: r.Role, Addr: r.Listen.String(), Seed: r.Seed,
+		TimeScale: r.TimeScale, Version: eventlog.SchemaVersion, Detail: detail}); err != nil {
+		fmt.Fprintln(stderr, "agent: log:", err)
+		return exitRuntime
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	d := &driver.Driver{Node: n, T: tr, Log: log}
+	runErr := d.Run(ctx)
+	reason := "signal"
+	code := exitOK
+	if runErr != nil && !errors.Is(runErr, context.Canceled) {
+		reason, code = runErr.Error(), exitRuntime
+		fmt.Fprintln(stderr, "agent:", runErr)
+	}
+	rej := make([]string, 0)
+	for k, v := range n.Rejected() {
+		rej = append(rej, k+"="+strconv.FormatUint(v, 10))
+	}
+	_ = log.Write(eventlog.Event{Kind: eventlog.AgentStopping, Reason: reason, Detail: "rejected: " + strings.Join(rej, " ")})
+	return code
+}

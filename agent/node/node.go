@@ -1,0 +1,587 @@
+// Package node is one agent's protocol logic without I/O: it decodes and
+// authenticates datagrams (002 §3: signatures, certificates, the member
+// key cache), keeps the member directory, runs the passing Endpoint and a
+// circulation policy, and turns what they decide into signed datagrams and
+// event-log records.
+//
+// Like the machines it wraps, a Node reads no clock and owns no socket:
+// the driver passes the current time to Receive and Tick, then takes the
+// datagrams to send and the events to log from Ready, writing the events
+// before sending the datagrams (so that a log never shows a Commit sent
+// before the release it follows).
+package node
+
+import (
+	"crypto/ed25519"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/netip"
+	"slices"
+	"time"
+
+	"tokenbed/agent/ca"
+	"tokenbed/agent/circulation"
+	"tokenbed/agent/eventlog"
+	"tokenbed/agent/passing"
+	"tokenbed/agent/wire"
+)
+
+// Member is a directory entry: a member's name and UDP address.
+type Member struct {
+	Name string
+	Addr netip.AddrPort
+}
+
+// Config is what a Node needs. Durations are real time.
+type Config struct {
+	Name string
+	// Addr is the agent's own UDP address. It must be the address peers
+	// send to: signatures bind it (002 §3).
+	Addr    netip.AddrPort
+	Key     ed25519.PrivateKey
+	Cert    []byte // DER, piggybacked after a timeout
+	CA      *ca.Verifier
+	Passing passing.Config
+	Policy  circulation.Policy
+	// Peers seeds the member directory.
+	Peers []Member
+	// DirectoryTTL forgets members not heard of, directly or through
+	// directory synchronisation, for this long; 0 keeps them for ever.
+	// Leaves are silent failures (002 §3.2), so this is how they end.
+	DirectoryTTL time.Duration
+	// Rand is the agent's seeded random source (peer choice, directory
+	// samples, regeneration jitter).
+	Rand *rand.Rand
+}
+
+// Packet is a datagram to send.
+type Packet struct {
+	To   netip.AddrPort
+	Data []byte
+}
+
+// Ready is what the driver must do after a call: log Events, then send
+// Packets, in order.
+type Ready struct {
+	Events  []eventlog.Event
+	Packets []Packet
+}
+
+type member struct {
+	addr netip.AddrPort
+	seen int64 // ns since the Unix epoch
+}
+
+type presignKey struct {
+	sessionKey
+	typ wire.Type
+}
+
+type presignReq struct {
+	k  presignKey
+	to netip.AddrPort
+}
+
+type presignedDatagram struct {
+	to    netip.AddrPort
+	nonce uint64
+	data  []byte
+}
+
+type sessionKey struct {
+	token   wire.TokenID
+	session uint64
+	peer    string
+}
+
+// Node is one agent. It is not safe for concurrent use.
+type Node struct {
+	cfg      Config
+	ep       *passing.Endpoint
+	pol      circulation.Policy
+	keys     map[string]ed25519.PublicKey
+	certSums map[string][32]byte // hash of the certificate each cached key came from
+	dir      map[string]*member
+	replyTo  map[sessionKey]netip.AddrPort
+	lastGen  int64
+	nonce    uint64
+	lastHit  time.Time
+	gcAt     time.Time
+	rejected map[string]uint64
+	ready    Ready
+	// Datagrams signed ahead of need (see Prepare).
+	toPresign []presignReq
+	presigned map[presignKey]presignedDatagram
+	// cur is the datagram being handled and its source, for the effects
+	// of delivering it.
+	cur     *wire.Datagram
+	curFrom netip.AddrPort
+}
+
+// New checks cfg and returns a node. Call Start before anything else.
+func New(cfg Config) (*Node, error) {
+	switch {
+	case !wire.ValidName(cfg.Name):
+		return nil, fmt.Errorf("name: %q is not a valid member name", cfg.Name)
+	case !cfg.Addr.IsValid() || cfg.Addr.Addr().IsUnspecified() || cfg.Addr.Port() == 0:
+		return nil, fmt.Errorf("listen: %v: need a specific IP address and port, since signatures bind the destination address (002 §3)", cfg.Addr)
+	case len(cfg.Key) != ed25519.PrivateKeySize:
+		return nil, errors.New("key: missing or not an Ed25519 private key")
+	case cfg.CA == nil:
+		return nil, errors.New("ca: missing CA certificate")
+	case cfg.Policy == nil:
+		return nil, errors.New("policy: missing circulation policy")
+	case cfg.Rand == nil:
+		return nil, errors.New("rand: missing seeded random source")
+	case cfg.DirectoryTTL < 0:
+		return nil, errors.New("directory_ttl: must not be negative")
+	}
+	ep, err := passing.NewEndpoint(cfg.Passing, cfg.Name)
+	if err != nil {
+		return nil, fmt.Errorf("passing: %w", err)
+	}
+	n := &Node{cfg: cfg, ep: ep, pol: cfg.Policy,
+		keys: map[string]ed25519.PublicKey{cfg.Name: cfg.Key.Public().(ed25519.PublicKey)}, certSums: map[string][32]byte{},
+		dir: map[string]*member{}, replyTo: map[sessionKey]netip.AddrPort{}, rejected: map[string]uint64{},
+		presigned: map[presignKey]presignedDatagram{}}
+	for _, p := range cfg.Peers {
+		if !wire.ValidName(p.Name) {
+			return nil, fmt.Errorf("peers: %q is not a valid member name", p.Name)
+		}
+		if !p.Addr.IsValid() || p.Addr.Port() == 0 {
+			return nil, fmt.Errorf("peers: %s: invalid address %v", p.Name, p.Addr)
+		}
+		if p.Name != cfg.Name {
+			n.dir[p.Name] = &member{addr: p.Addr}
+		}
+	}
+	return n, nil
+}
+
+// Host interface for the policy.
+
+// Self implements circulation.Host.
+func (n *Node) Self() string { return n.cfg.Name }
+
+// Peers implements circulation.Host.
+func (n *Node) Peers() []string {
+	ps := make([]string, 0, len(n.dir))
+	for name := range n.dir {
+		ps = append(ps, name)
+	}
+	slices.Sort(ps)
+	return ps
+}
+
+// Rand implements circulation.Host.
+func (n *Node) Rand() *rand.Rand { return n.cfg.Rand }
+
+// Rejected returns the count of dropped datagrams by reason.
+func (n *Node) Rejected() map[string]uint64 { return n.rejected }
+
+// Held returns the tokens this agent holds.
+func (n *Node) Held() []wire.TokenID { return n.ep.Held() }
+
+// Ready returns and clears what the driver must do.
+func (n *Node) Ready() Ready {
+	r := n.ready
+	n.ready = Ready{}
+	return r
+}
+
+func (n *Node) event(e eventlog.Event) { n.ready.Events = append(n.ready.Events, e) }
+
+// Start starts the policy (which may generate a token).
+func (n *Node) Start(now time.Time) {
+	n.gcAt = now.Add(n.cfg.DirectoryTTL / 4)
+	n.actions(now, n.pol.Start(n, now))
+}
+
+// Stop reports the tokens held when the agent stops: they are lost, since
+// a leave is a silent failure (002 §3.2).
+func (n *Node) Stop(reason string) {
+	for _, t := range n.ep.Held() {
+		n.event(eventlog.Event{Kind: eventlog.TokenReleased, Token: t.String(), Reason: "stopping", Detail: reason})
+	}
+}
+
+func (n *Node) reject(reason string, d *wire.Datagram, from netip.AddrPort, detail string) {
+	n.rejected[reason]++
+	e := eventlog.Event{Kind: eventlog.DatagramRejected, Reason: reason, Addr: from.String(), Detail: detail}
+	if d != nil {
+		e.Peer, e.Token, e.Session, e.Nonce, e.Cert = d.Sender, d.Token.String(), d.Session, d.Nonce, len(d.Cert) > 0
+		e.Detail = d.Type.String() + " " + detail
+	}
+	n.event(e)
+}
+
+// Receive handles a datagram that arrived from from. Bad datagrams are
+// dropped without reply and counted (002 §3.1).
+func (n *Node) Receive(now time.Time, from netip.AddrPort, b []byte) {
+	d, err := wire.Decode(b)
+	if err != nil {
+		var we *wire.Error
+		reason := "malformed"
+		if errors.As(err, &we) {
+			reason = "malformed:" + we.Field
+		}
+		n.reject(reason, nil, from, err.Error())
+		return
+	}
+	if d.Sender == n.cfg.Name {
+		n.reject("from-self", &d, from, "")
+		return
+	}
+	pub, known := n.keys[d.Sender]
+	if len(d.Cert) > 0 {
+		sum := sha256.Sum256(d.Cert)
+		if !known || n.certSums[d.Sender] != sum {
+			// A certificate we have not checked: verify it against the CA
+			// and cache the key (002 §3). A valid certificate replaces an
+			// older key of the same member (a re-issued certificate).
+			name, k, err := n.cfg.CA.Verify(d.Cert, now)
+			switch {
+			case err != nil:
+				n.reject("bad-certificate", &d, from, err.Error())
+				return
+			case name != d.Sender:
+				n.reject("certificate-name-mismatch", &d, from, fmt.Sprintf("certificate is for %q", name))
+				return
+			}
+			pub, known = k, true
+			n.keys[name], n.certSums[name] = k, sum
+			n.event(eventlog.Event{Kind: eventlog.KeyCached, Peer: name, Addr: from.String()})
+		}
+	}
+	if !known {
+		// Unknown sender: drop silently; it will resend with its
+		// certificate after its first timeout (002 §3).
+		n.reject("unknown-key", &d, from, "")
+		return
+	}
+	if !wire.Verify(b, pub, from, n.cfg.Addr) {
+		n.reject("bad-signature", &d, from, "signature does not verify for this source and destination")
+		return
+	}
+	n.heard(now, d.Sender, from)
+	n.merge(now, d.Dir)
+	k := sessionKey{d.Token, d.Session, d.Sender}
+	switch d.Type {
+	case wire.Move, wire.Ack:
+		// Protocol continuation goes to the port the datagram names (002 §3).
+		n.replyTo[k] = netip.AddrPortFrom(from.Addr(), d.ReplyPort)
+	case wire.Commit:
+		if _, ok := n.replyTo[k]; !ok {
+			n.replyTo[k] = from
+		}
+	}
+	n.cur, n.curFrom = &d, from
+	n.ep.Deliver(now, passing.Msg{Type: d.Type, From: d.Sender, To: n.cfg.Name, Token: d.Token, Session: d.Session, Cert: len(d.Cert) > 0})
+	// The first effects belong to this datagram (received or rejected);
+	// what follows from them (policy actions) clears cur before sending.
+	fs := n.ep.Effects()
+	for _, f := range fs {
+		if f.Kind == passing.Received || f.Kind == passing.Rejected {
+			n.effect(now, f)
+		}
+	}
+	n.cur = nil
+	for _, f := range fs {
+		if f.Kind != passing.Received && f.Kind != passing.Rejected {
+			n.effect(now, f)
+		}
+	}
+	n.drain(now)
+}
+
+// heard records direct evidence that a member is alive at addr.
+func (n *Node) heard(now time.Time, name string, addr netip.AddrPort) {
+	m := n.dir[name]
+	if m == nil {
+		m = &member{}
+		n.dir[name] = m
+		n.event(eventlog.Event{Kind: eventlog.PeerAdded, Peer: name, Addr: addr.String(), Detail: "heard directly"})
+	}
+	m.addr, m.seen = addr, now.UnixNano()
+}
+
+// merge applies an authenticated directory (002 §3.2): newer entries win.
+func (n *Node) merge(now time.Time, dir []wire.Entry) {
+	ttl := n.cfg.DirectoryTTL.Nanoseconds()
+	for _, e := range dir {
+		if e.Name == n.cfg.Name || !e.Addr.IsValid() || e.Addr.Port() == 0 {
+			continue
+		}
+		if ttl > 0 && now.UnixNano()-e.Seen > ttl {
+			continue // stale news of a member that may have left
+		}
+		m := n.dir[e.Name]
+		if m == nil {
+			n.dir[e.Name] = &member{addr: e.Addr, seen: e.Seen}
+			n.event(eventlog.Event{Kind: eventlog.PeerAdded, Peer: e.Name, Addr: e.Addr.String(), Detail: "directory synchronisation"})
+			continue
+		}
+		if e.Seen > m.seen {
+			m.addr, m.seen = e.Addr, e.Seen
+		}
+	}
+}
+
+// directory returns the entries to send: all of them when they fit, else
+// a random sample (synchronisation then converges over several passes).
+func (n *Node) directory(now time.Time, withCert bool) []wire.Entry {
+	es := make([]wire.Entry, 0, len(n.dir)+1)
+	es = append(es, wire.Entry{Name: n.cfg.Name, Addr: n.cfg.Addr, Seen: now.UnixNano()})
+	for _, name := range n.Peers() {
+		m := n.dir[name]
+		es = append(es, wire.Entry{Name: name, Addr: m.addr, Seen: m.seen})
+	}
+	// Budget: header and signature ~220 bytes, a certificate up to
+	// MaxCertLen; an entry is at most 1+63+1+16+2+8 bytes.
+	budget := wire.MaxSize - 220
+	if withCert {
+		budget -= len(n.cfg.Cert) + 2
+	}
+	limit := min(wire.MaxEntries, budget/91)
+	if len(es) > limit {
+		rest := es[1:]
+		n.cfg.Rand.Shuffle(len(rest), func(i, j int) { rest[i], rest[j] = rest[j], rest[i] })
+		es = es[:limit]
+	}
+	return es
+}
+
+// Tick fires due timers.
+func (n *Node) Tick(now time.Time) {
+	n.ep.Tick(now)
+	n.drain(now)
+	if d, ok := n.pol.Deadline(); ok && !now.Before(d) {
+		n.actions(now, n.pol.Tick(now))
+	}
+	if n.cfg.DirectoryTTL > 0 && !now.Before(n.gcAt) {
+		n.gcAt = now.Add(n.cfg.DirectoryTTL / 4)
+		for _, name := range n.Peers() {
+			if m := n.dir[name]; m.seen != 0 && now.UnixNano()-m.seen > n.cfg.DirectoryTTL.Nanoseconds() {
+				delete(n.dir, name)
+				n.event(eventlog.Event{Kind: eventlog.PeerRemoved, Peer: name, Reason: "ttl"})
+			}
+		}
+	}
+}
+
+// Deadline returns when Tick must be called next, if ever.
+func (n *Node) Deadline() (time.Time, bool) {
+	d, ok := n.ep.Deadline()
+	if pd, pok := n.pol.Deadline(); pok && (!ok || pd.Before(d)) {
+		d, ok = pd, true
+	}
+	if n.cfg.DirectoryTTL > 0 && (!ok || n.gcAt.Before(d)) {
+		d, ok = n.gcAt, true
+	}
+	return d, ok
+}
+
+// actions carries out policy actions, and whatever they lead to.
+func (n *Node) actions(now time.Time, acts []circulation.Action) {
+	for _, a := range acts {
+		switch a.Kind {
+		case circulation.Pass:
+			if n.dir[a.Peer] == nil {
+				// The policy chose a member we no longer know: a failed pass.
+				n.event(eventlog.Event{Kind: eventlog.PassFailed, Token: a.Token.String(), Peer: a.Peer, Reason: "unknown_peer"})
+				n.actions(now, n.pol.PassFailed(now, a.Token, a.Peer))
+				continue
+			}
+			if err := n.ep.Pass(now, a.Token, a.Peer); err != nil {
+				n.event(eventlog.Event{Kind: eventlog.AgentNotice, Token: a.Token.String(), Reason: "policy_error", Detail: err.Error()})
+				continue
+			}
+		case circulation.Discard:
+			if err := n.ep.Discard(a.Token, "discarded"); err != nil {
+				n.event(eventlog.Event{Kind: eventlog.AgentNotice, Token: a.Token.String(), Reason: "policy_error", Detail: err.Error()})
+				continue
+			}
+			n.event(eventlog.Event{Kind: eventlog.TokenDiscarded, Token: a.Token.String(), Reason: a.Reason, Detail: a.Detail})
+		case circulation.Generate:
+			// Token ids are (generation time, origin): unique, and later
+			// tokens are larger, so the sandwich rule removes the newer of
+			// two (002 §3.2).
+			g := max(now.UnixNano(), n.lastGen+1)
+			n.lastGen = g
+			t := wire.TokenID{Gen: g, Origin: n.cfg.Name}
+			if a.Reason == "loss" {
+				n.event(eventlog.Event{Kind: eventlog.TokenRegenerated, Token: t.String(), Reason: a.Reason, Detail: a.Detail})
+			}
+			if err := n.ep.Hold(t, 0); err != nil {
+				panic(err) // a fresh id cannot be held already
+			}
+			n.drainGenerated(now, t, a.Reason)
+			continue
+		}
+		n.drain(now)
+	}
+}
+
+// drainGenerated handles the effects of Hold for a generated token.
+func (n *Node) drainGenerated(now time.Time, t wire.TokenID, reason string) {
+	for _, f := range n.ep.Effects() {
+		if f.Kind == passing.TokenAcquired {
+			n.event(eventlog.Event{Kind: eventlog.TokenAcquired, Token: t.String(), Reason: "generated", Detail: reason, ReturnNS: n.hit(now)})
+			n.actions(now, n.pol.Acquired(now, t, circulation.ByGeneration, reason))
+		}
+	}
+}
+
+func (n *Node) hit(now time.Time) int64 {
+	var r int64
+	if !n.lastHit.IsZero() {
+		r = now.Sub(n.lastHit).Nanoseconds()
+	}
+	n.lastHit = now
+	return r
+}
+
+var sentKinds = map[wire.Type]eventlog.Kind{wire.Move: eventlog.MoveSent, wire.Ack: eventlog.AckSent,
+	wire.Commit: eventlog.CommitSent, wire.EarlyStop: eventlog.EarlyStopSent}
+var receivedKinds = map[wire.Type]eventlog.Kind{wire.Move: eventlog.MoveReceived, wire.Ack: eventlog.AckReceived,
+	wire.Commit: eventlog.CommitReceived, wire.EarlyStop: eventlog.EarlyStopReceived}
+
+// drain carries out the Endpoint's effects in order.
+func (n *Node) drain(now time.Time) {
+	for {
+		fs := n.ep.Effects()
+		if len(fs) == 0 {
+			return
+		}
+		for _, f := range fs {
+			n.effect(now, f)
+		}
+	}
+}
+
+func (n *Node) effect(now time.Time, f passing.Effect) {
+	tok := f.Token.String()
+	k := sessionKey{f.Token, f.Session, f.Peer}
+	switch f.Kind {
+	case passing.SendMsg:
+		n.send(now, f.Msg)
+	case passing.Received:
+		e := eventlog.Event{Kind: receivedKinds[f.Msg.Type], Token: tok, Session: f.Session, Peer: f.Peer, Cert: f.Msg.Cert}
+		if n.cur != nil {
+			e.Nonce = n.cur.Nonce
+		}
+		n.event(e)
+	case passing.Rejected:
+		n.reject(f.Reason, n.cur, n.curFrom, "")
+	case passing.PassStarted:
+		n.replyTo[k] = n.dir[f.Peer].addr
+		n.event(eventlog.Event{Kind: eventlog.PassStarted, Token: tok, Session: f.Session, Peer: f.Peer, Addr: n.dir[f.Peer].addr.String()})
+	case passing.PassSucceeded:
+		n.event(eventlog.Event{Kind: eventlog.PassSucceeded, Token: tok, Session: f.Session, Peer: f.Peer})
+		n.actions(now, n.pol.Passed(now, f.Token, f.Peer))
+	case passing.PassCompleted:
+		n.event(eventlog.Event{Kind: eventlog.PassCompleted, Token: tok, Session: f.Session, Peer: f.Peer, Reason: f.Reason, LatencyNS: f.Latency.Nanoseconds()})
+		delete(n.replyTo, k)
+		n.forgetPresigned(k)
+	case passing.PassFailed:
+		n.event(eventlog.Event{Kind: eventlog.PassFailed, Token: tok, Session: f.Session, Peer: f.Peer, Reason: f.Reason})
+		delete(n.replyTo, k)
+		n.forgetPresigned(k)
+		if f.Reason == "ack_timeout" {
+			n.actions(now, n.pol.PassFailed(now, f.Token, f.Peer))
+		}
+	case passing.TokenAcquired:
+		if f.Reason != "commit" {
+			return // generated tokens are reported by drainGenerated
+		}
+		reason := "commit"
+		if f.Late {
+			reason = "late_commit"
+		}
+		n.event(eventlog.Event{Kind: eventlog.TokenAcquired, Token: tok, Session: f.Session, Peer: f.Peer, Reason: reason, ReturnNS: n.hit(now)})
+		n.actions(now, n.pol.Acquired(now, f.Token, circulation.ByPass, ""))
+	case passing.TokenReleased:
+		n.event(eventlog.Event{Kind: eventlog.TokenReleased, Token: tok, Session: f.Session, Peer: f.Peer, Reason: f.Reason})
+	}
+}
+
+// Prepare signs, ahead of need, the datagrams the node will most likely
+// send next: the Commit of a pass whose Move just left, and the EarlyStop
+// of a session whose Ack just left. The driver calls it after sending,
+// while the network round trip is under way, which takes two Ed25519
+// signatures off every pass's critical path (002 requirement iii).
+func (n *Node) Prepare(now time.Time) {
+	for _, r := range n.toPresign {
+		d := wire.Datagram{Type: r.k.typ, Sender: n.cfg.Name, Token: r.k.token, Session: r.k.session, Nonce: n.nextNonce(now)}
+		b, err := d.Encode(n.cfg.Key, n.cfg.Addr, r.to)
+		if err == nil {
+			n.presigned[r.k] = presignedDatagram{to: r.to, nonce: d.Nonce, data: b}
+		}
+	}
+	n.toPresign = n.toPresign[:0]
+}
+
+// nextNonce is a timestamp made strictly increasing, so that no two
+// datagrams of this agent share a signature (002 §3).
+func (n *Node) nextNonce(now time.Time) uint64 {
+	n.nonce = max(n.nonce+1, uint64(now.UnixNano()))
+	return n.nonce
+}
+
+// send encodes and signs a datagram for the endpoint's message.
+func (n *Node) send(now time.Time, m passing.Msg) {
+	k := sessionKey{m.Token, m.Session, m.To}
+	to, ok := n.replyTo[k]
+	if !ok {
+		mem := n.dir[m.To]
+		if mem == nil {
+			n.event(eventlog.Event{Kind: eventlog.AgentNotice, Token: m.Token.String(), Reason: "no_address", Detail: "no address for " + m.To})
+			return
+		}
+		to = mem.addr
+	}
+	pk := presignKey{k, m.Type}
+	if p, ok := n.presigned[pk]; ok {
+		delete(n.presigned, pk)
+		if p.to == to && m.Attempt == 1 {
+			n.emitSent(m, to, p.nonce)
+			n.ready.Packets = append(n.ready.Packets, Packet{To: to, Data: p.data})
+			return
+		}
+	}
+	d := wire.Datagram{Type: m.Type, Sender: n.cfg.Name, Token: m.Token, Session: m.Session, Nonce: n.nextNonce(now)}
+	if m.Type == wire.Move || m.Type == wire.Ack {
+		d.ReplyPort = n.cfg.Addr.Port()
+		if m.Cert {
+			d.Cert = n.cfg.Cert
+		}
+		d.Dir = n.directory(now, m.Cert)
+		if m.Attempt == 1 {
+			next := wire.Commit
+			if m.Type == wire.Ack {
+				next = wire.EarlyStop
+			}
+			n.toPresign = append(n.toPresign, presignReq{presignKey{k, next}, to})
+		}
+	}
+	b, err := d.Encode(n.cfg.Key, n.cfg.Addr, to)
+	if err != nil {
+		n.event(eventlog.Event{Kind: eventlog.AgentNotice, Token: m.Token.String(), Reason: "encode_error", Detail: err.Error()})
+		return
+	}
+	n.emitSent(m, to, d.Nonce)
+	n.ready.Packets = append(n.ready.Packets, Packet{To: to, Data: b})
+}
+
+func (n *Node) emitSent(m passing.Msg, to netip.AddrPort, nonce uint64) {
+	n.event(eventlog.Event{Kind: sentKinds[m.Type], Token: m.Token.String(), Session: m.Session, Peer: m.To,
+		Addr: to.String(), Attempt: m.Attempt, Cert: m.Cert, Nonce: nonce})
+}
+
+// forgetPresigned drops what was signed for a session that ended.
+func (n *Node) forgetPresigned(k sessionKey) {
+	delete(n.presigned, presignKey{k, wire.Commit})
+	delete(n.presigned, presignKey{k, wire.EarlyStop})
+}

@@ -1,0 +1,51 @@
+// Package passing holds the state machines of the token passing operation
+// of seed 002 §3: the sender (Fig. 2), the receiver (Fig. 3), and the
+// Endpoint that owns one agent's tokens, sessions and the tokens' soft
+// state.
+//
+// The machines are pure: no sockets, no clocks, no randomness. Time enters
+// as the now argument of every call; what the machines want done leaves as
+// Effects (datagrams to send, tokens acquired or released, passes that
+// succeeded or failed, datagrams rejected). Messages enter already
+// authenticated: decoding and signature checks belong to the caller (the
+// node package), so that this package can be model-checked exhaustively
+// without paying for cryptography.
+//
+// # The caller's loop
+//
+//	for {
+//		select {
+//		case m := <-authenticated:  e.Deliver(now, m)
+//		case <-timer(e.Deadline()): e.Tick(now)
+//		case ...policy wants a pass: e.Pass(now, token, peer)
+//		}
+//		for _, f := range e.Effects() { ...send, log, inform the policy... }
+//	}
+//
+// Effects must be carried out in order: a TokenReleased effect precedes the
+// Commit it allows, so a log written in effect order never shows two
+// holders.
+//
+// # Guarantees (002 §3.1), checked by model_test.go
+//
+//   - Duplication is excluded: the receiver acquires only on a Commit, which
+//     the sender sends only after it released the token on a valid Ack; a
+//     sender whose Move retries ran out ignores a late Ack for good.
+//   - The token is lost only if every Commit fails to arrive while the
+//     receiver still waits for it, or if the holder (or a partner within
+//     the Move→Ack window) crashes.
+//
+// # Deviations from the paper's figures, all on the side of safety
+//
+//   - A receiver that exhausted its Ack retries still accepts a late Commit
+//     of that session for a while (Config.Linger): the Commit proves the
+//     sender released the token, so accepting it cannot duplicate the token
+//     and turns a loss into a success.
+//   - A receiver that gets a Move carrying a certificate, or a duplicate
+//     Move, answers with an Ack carrying its own certificate at once: the
+//     sender evidently lacks our key or our Ack. This lets a joining member
+//     authenticate both ways within the default two Move retries.
+//   - Duplicate Acks and Moves trigger an immediate resend of the Commit or
+//     Ack, counted against the same retry limits, so a replayed datagram
+//     can never cause an unbounded stream of replies.
+package passing

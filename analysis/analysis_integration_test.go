@@ -1,0 +1,223 @@
+package analysis
+
+import (
+	"context"
+	"encoding/json"
+	"encoding/xml"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gopacket/gopacket"
+
+	"tokenbed/agent/wire"
+	"tokenbed/experiments"
+	"tokenbed/harness/results"
+	"tokenbed/harness/runner"
+)
+
+// These tests run real agents on real namespaces (no impairment, so any
+// kernel), then check that the analysis passes a sound run and catches
+// deliberately broken agents, each with a failure bundle that points at
+// the guilty token and session.
+
+var agentBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "analysis-test-")
+	if err != nil {
+		panic(err)
+	}
+	agentBin = filepath.Join(dir, "agent")
+	cmd := exec.Command("go", "build", "-o", agentBin, "tokenbed/agent")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		panic("build agent: " + string(out))
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+const base = `
+name: analysis-test
+seed: 9
+duration: 120s
+time_scale: 20
+defaults:
+  agent:
+    randomwalk: {hold: 1s, regenerate_after: 10}
+    passing: {move_timeout: 50ms, ack_timeout: 50ms, commit_timeout: 50ms}
+agents:
+  - {name: A, generate: true%s}
+  - {name: B}
+  - {name: C}
+schedule:
+  - {action: crash, agent: holder, at: 100s}
+checks:
+  latency:
+    - {link: "A>B", mean: %s, p99: %s, tolerance: 0.15}
+`
+
+func run(t *testing.T, agentA, mean, p99 string) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for network namespaces (make test runs as root)")
+	}
+	src := strings.Replace(strings.Replace(strings.Replace(base, "%s", agentA, 1), "%s", mean, 1), "%s", p99, 1)
+	path := filepath.Join(t.TempDir(), "exp.yaml")
+	os.WriteFile(path, []byte(src), 0o644)
+	e, err := experiments.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := runner.Run(context.Background(), runner.Options{Experiment: e, ExperimentFile: path, ResultsRoot: t.TempDir(),
+		Impair: runner.ImpairNone, AgentBin: agentBin, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func analyze(t *testing.T, dir string) *Summary {
+	t.Helper()
+	s, err := Analyze(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestSoundRunPassesEverything(t *testing.T) {
+	dir := run(t, "", "1s", "1s") // latency: far off on purpose, see below
+	s := analyze(t, dir)
+	for _, k := range []string{"duplication", "loss", "validation"} {
+		if !s.Requirements[k].Pass {
+			t.Errorf("%s failed on a sound run: %+v", k, s.Requirements[k])
+		}
+	}
+	if s.Passes < 50 || len(s.Losses) != 1 || s.Losses[0].Cause != "holder-crashed" {
+		t.Errorf("passes %d, losses %+v: want many passes and one loss, the crashed holder", s.Passes, s.Losses)
+	}
+	// The latency check compares with the experiment's figures: 1 s is
+	// nowhere near loopback latency, so it fails, with a bundle.
+	lr := s.Requirements["latency"]
+	if lr.Pass || lr.Bundle == "" || !strings.Contains(lr.Detail, "A>B mean") {
+		t.Errorf("latency against a 1 s expectation: %+v, want a failure with a bundle", lr)
+	}
+	for _, f := range []string{results.ReportFile, results.SummaryFile, results.JUnitFile, "plots/latency_cdf.png", "plots/return_time_hist.png", "plots/holders_timeline.png"} {
+		if st, err := os.Stat(filepath.Join(dir, f)); err != nil || st.Size() == 0 {
+			t.Errorf("output %s: %v", f, err)
+		}
+	}
+	// summary.json and junit.xml parse and agree.
+	var js map[string]any
+	b, _ := os.ReadFile(filepath.Join(dir, results.SummaryFile))
+	if err := json.Unmarshal(b, &js); err != nil || js["schema_version"].(float64) != SchemaVersion {
+		t.Errorf("summary.json: %v", err)
+	}
+	var ju junitSuite
+	b, _ = os.ReadFile(filepath.Join(dir, results.JUnitFile))
+	if err := xml.Unmarshal(b, &ju); err != nil || ju.Tests != 4 || ju.Failures != 1 {
+		t.Errorf("junit.xml: %+v %v, want 4 cases and the latency failure", ju, err)
+	}
+}
+
+// An agent that takes the token on the Move: two holders, caught by (ii)
+// with a bundle naming the token and session.
+func TestCatchesAcquireOnMove(t *testing.T) {
+	dir := run(t, ", config: {fault: acquire_on_move}", "10ms", "20ms")
+	s := analyze(t, dir)
+	// A's fault matters when A receives: the sender then still holds it.
+	d := s.Requirements["duplication"]
+	if d.Pass || len(s.Duplications) == 0 {
+		t.Fatalf("duplication not caught: %+v", d)
+	}
+	v := s.Duplications[0]
+	if v.Agents[1] != "A" {
+		t.Errorf("guilty agent %v, want A (the broken one) second", v.Agents)
+	}
+	checkBundle(t, dir, d.Bundle, v.Token)
+}
+
+// An agent that commits without waiting for a valid Ack loses the token
+// whenever its Move is lost: caught by (i), a loss no crash explains.
+func TestCatchesSkipAckCheck(t *testing.T) {
+	dir := run(t, ", config: {fault: skip_ack_check, drop_rate: 0.2}", "10ms", "20ms")
+	s := analyze(t, dir)
+	l := s.Requirements["loss"]
+	if l.Pass {
+		t.Fatalf("loss not caught: %+v; losses %+v", l, s.Losses)
+	}
+	var bad *LossOut
+	for i := range s.Losses {
+		if !s.Losses[i].Explain {
+			bad = &s.Losses[i]
+			break
+		}
+	}
+	if bad == nil || bad.Cause != "unexplained" {
+		t.Fatalf("losses %+v: want an unexplained one", s.Losses)
+	}
+	checkBundle(t, dir, l.Bundle, bad.Token)
+}
+
+// A capture without the Commit of one acquisition: caught by (iv).
+func TestCatchesAcquisitionWithoutCommit(t *testing.T) {
+	dir := run(t, "", "10ms", "20ms")
+	// Remove every Commit of session 3 from the capture.
+	capPath := filepath.Join(dir, results.CaptureFile)
+	if err := dropCommits(capPath, 3); err != nil {
+		t.Fatal(err)
+	}
+	s := analyze(t, dir)
+	v := s.Requirements["validation"]
+	if v.Pass || len(s.Unvalidated) == 0 {
+		t.Fatalf("validation: %+v, want a failure", v)
+	}
+	for _, u := range s.Unvalidated {
+		if !strings.Contains(u, "session 3 ") || !strings.Contains(u, "no Commit in the capture") {
+			t.Errorf("unvalidated %q: only session 3's acquisitions lost their Commit", u)
+		}
+	}
+	checkBundle(t, dir, v.Bundle, "")
+}
+
+func checkBundle(t *testing.T, dir, bundle, token string) {
+	t.Helper()
+	if bundle == "" {
+		t.Fatal("no failure bundle")
+	}
+	readme, err := os.ReadFile(filepath.Join(dir, bundle, "README.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(readme), "harness pcap") || !strings.Contains(string(readme), "tshark -X lua_script:") || (token != "" && !strings.Contains(string(readme), token)) {
+		t.Errorf("bundle README does not give the commands for token %s:\n%s", token, readme)
+	}
+	tl, _ := os.ReadFile(filepath.Join(dir, bundle, "timeline.txt"))
+	if token != "" && !strings.Contains(string(tl), token) {
+		t.Errorf("bundle timeline does not show token %s", token)
+	}
+	if st, err := os.Stat(filepath.Join(dir, bundle, "slice.pcapng")); err != nil || st.Size() == 0 {
+		t.Errorf("bundle pcap slice: %v", err)
+	}
+}
+
+// dropCommits rewrites a capture without the Commits of one session.
+func dropCommits(path string, session uint64) error {
+	_, err := filterPcap(path, path, func(_ gopacket.CaptureInfo, data []byte) bool {
+		// Ethernet 14 + IPv4 20 + UDP 8: the datagram.
+		if len(data) > 42 {
+			if d, err := wire.Decode(data[42:]); err == nil && d.Type == wire.Commit && d.Session == session {
+				return false
+			}
+		}
+		return true
+	})
+	return err
+}

@@ -1,0 +1,203 @@
+package analysis
+
+import (
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/gopacket/gopacket"
+	"github.com/gopacket/gopacket/layers"
+	"github.com/gopacket/gopacket/pcapgo"
+
+	"tokenbed/agent/ca"
+	"tokenbed/agent/wire"
+	"tokenbed/agent/wire/wirelayer"
+	"tokenbed/harness/results"
+)
+
+// commitKey names a Commit: token, session, sender, receiver (instances).
+type commitKey struct {
+	token   string
+	session uint64
+	from    string
+	to      string
+}
+
+// captureFacts is what analysis takes from the packet capture.
+type captureFacts struct {
+	present   bool
+	truncated string // why the file ended early, if it did
+	packets   int
+	datagrams int
+	malformed int
+	// verified Commits seen arriving at their receiver, with a signature
+	// that verifies against the member's CA-checked key; badSig those
+	// that do not verify.
+	verified map[commitKey]bool
+	badSig   map[commitKey]bool
+	// Network loss: datagrams seen leaving their sender's interface and
+	// never arriving at the receiver's.
+	sent, arrived int
+	lostByLink    map[string]int // "A>C" (logical) → datagrams lost
+	sentByLink    map[string]int
+	firstWall     int64
+	lastWall      int64
+	keyErrs       []string
+}
+
+type obsKey struct {
+	sender string
+	nonce  uint64
+}
+
+// readCapture streams capture.pcapng once.
+func readCapture(dir string, topo results.Topology, logical func(string) string) (*captureFacts, error) {
+	cf := &captureFacts{verified: map[commitKey]bool{}, badSig: map[commitKey]bool{}, lostByLink: map[string]int{}, sentByLink: map[string]int{}}
+	path := filepath.Join(dir, results.CaptureFile)
+	f, err := os.Open(path)
+	if os.IsNotExist(err) {
+		return cf, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	cf.present = true
+	r, err := pcapgo.NewNgReader(f, pcapgo.DefaultNgReaderOptions)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	wirelayer.Register(topo.Port)
+	// Member keys: each certificate in the results, checked against the CA.
+	keys := map[string]ed25519.PublicKey{}
+	caCert, err := ca.LoadCert(filepath.Join(dir, results.CADir, ca.CACertFile))
+	if err != nil {
+		return nil, fmt.Errorf("CA certificate: %w", err)
+	}
+	v := ca.NewVerifier(caCert)
+	byAddr := map[netip.Addr]string{}
+	for _, a := range topo.Agents {
+		if ap, err := netip.ParseAddrPort(a.Addr); err == nil {
+			byAddr[ap.Addr()] = a.Instance
+		}
+		c, err := ca.LoadCert(filepath.Join(dir, results.CADir, ca.CertFile(a.Instance)))
+		if err != nil {
+			cf.keyErrs = append(cf.keyErrs, err.Error())
+			continue
+		}
+		name, pub, err := v.Verify(c.Raw, c.NotBefore.Add(time.Minute))
+		if err != nil || name != a.Instance {
+			cf.keyErrs = append(cf.keyErrs, fmt.Sprintf("%s: certificate does not verify against the CA: %v", a.Instance, err))
+			continue
+		}
+		keys[name] = pub
+	}
+	var (
+		eth layers.Ethernet
+		ip4 layers.IPv4
+		udp layers.UDP
+		tb  wirelayer.Datagram
+		// Agent interfaces are Ethernet (veth) or raw IP (the userspace
+		// engine's TUN devices).
+		ethParser = gopacket.NewDecodingLayerParser(layers.LayerTypeEthernet, &eth, &ip4, &udp, &tb)
+		rawParser = gopacket.NewDecodingLayerParser(layers.LayerTypeIPv4, &ip4, &udp, &tb)
+		dec       []gopacket.LayerType
+	)
+	ethParser.IgnoreUnsupported = true
+	rawParser.IgnoreUnsupported = true
+	ifaceAgent := map[int]string{}
+	ifaceRaw := map[int]bool{}
+	sent := map[obsKey]string{} // → link (logical) of datagrams not yet seen arriving
+	for {
+		data, ci, err := r.ReadPacketData()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			if errors.Is(err, io.ErrUnexpectedEOF) {
+				cf.truncated = "the capture ends inside a block (the harness was killed)"
+				break
+			}
+			cf.truncated = err.Error()
+			break
+		}
+		cf.packets++
+		inst, ok := ifaceAgent[ci.InterfaceIndex]
+		if !ok {
+			if ifc, err := r.Interface(ci.InterfaceIndex); err == nil {
+				inst, _, _ = strings.Cut(ifc.Name, "/")
+				ifaceRaw[ci.InterfaceIndex] = ifc.LinkType == layers.LinkTypeRaw || ifc.LinkType == layers.LinkTypeIPv4
+			}
+			ifaceAgent[ci.InterfaceIndex] = inst
+		}
+		parser := ethParser
+		if ifaceRaw[ci.InterfaceIndex] {
+			parser = rawParser
+		}
+		if err := parser.DecodeLayers(data, &dec); err != nil {
+			if len(dec) > 0 && dec[len(dec)-1] == layers.LayerTypeUDP && (udp.DstPort == layers.UDPPort(topo.Port) || udp.SrcPort == layers.UDPPort(topo.Port)) {
+				cf.malformed++
+			}
+			continue
+		}
+		if len(dec) == 0 || dec[len(dec)-1] != wirelayer.LayerType {
+			continue
+		}
+		cf.datagrams++
+		wall := ci.Timestamp.UnixNano()
+		if cf.firstWall == 0 {
+			cf.firstWall = wall
+		}
+		cf.lastWall = wall
+		src, _ := netip.AddrFromSlice(ip4.SrcIP)
+		dst, _ := netip.AddrFromSlice(ip4.DstIP)
+		sender, receiver := byAddr[src.Unmap()], byAddr[dst.Unmap()]
+		k := obsKey{tb.Sender, tb.Nonce}
+		switch inst {
+		case sender:
+			if _, dup := sent[k]; !dup {
+				link := logical(sender) + ">" + logical(receiver)
+				sent[k] = link
+				cf.sent++
+				cf.sentByLink[link]++
+			}
+		case receiver:
+			if _, ok := sent[k]; ok {
+				delete(sent, k)
+				cf.arrived++
+			}
+			if tb.Type == wire.Commit {
+				ck := commitKey{tb.Token.String(), tb.Session, tb.Sender, receiver}
+				pub := keys[tb.Sender]
+				sp := netip.AddrPortFrom(src.Unmap(), uint16(udp.SrcPort))
+				dp := netip.AddrPortFrom(dst.Unmap(), uint16(udp.DstPort))
+				if pub != nil && tb.Sender == sender && tb.Verify(pub, sp, dp) {
+					cf.verified[ck] = true
+				} else {
+					cf.badSig[ck] = true
+				}
+			}
+		}
+	}
+	// What was sent in the last moments may still be in flight at the end.
+	for k, link := range sent {
+		_ = k
+		cf.lostByLink[link]++
+	}
+	return cf, nil
+}
+
+// lostTotal is every datagram sent and never seen arriving.
+func (cf *captureFacts) lostTotal() int {
+	n := 0
+	for _, v := range cf.lostByLink {
+		n += v
+	}
+	return n
+}

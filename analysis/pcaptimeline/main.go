@@ -1,0 +1,98 @@
+package pcaptimeline
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+
+	"tokenbed/agent/wire"
+)
+
+// Main is the command `harness pcap [flags] FILE`: it prints FILE's
+// timeline to stdout. Flags may come before or after FILE. It returns the
+// exit status: 0, 1 when the file cannot be read, 2 for a usage error.
+func Main(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("harness pcap", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var (
+		opts    Options
+		port    uint
+		session string
+		from    string
+		to      string
+	)
+	fs.UintVar(&port, "port", 7400, "the agents' UDP `port`")
+	fs.StringVar(&opts.Token, "token", "", "only the token `GEN@ORIGIN`")
+	fs.StringVar(&session, "session", "", "only the session `ID`")
+	fs.StringVar(&opts.Agent, "agent", "", "only what agent `NAME` sent or received")
+	fs.StringVar(&from, "from", "", "start of the time window: an RFC 3339 `time` or an offset from the start of the capture (+1.5s)")
+	fs.StringVar(&to, "to", "", "end of the time window: a `time` like -from")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: harness pcap [flags] FILE\n\n"+
+			"Prints the per-session timeline of a tokenbed capture (pcapng or pcap).\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+
+	// Flags before and after the file.
+	var files []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return 0
+			}
+			return 2
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		files = append(files, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+	usage := func(format string, a ...any) int {
+		fmt.Fprintf(stderr, "harness pcap: "+format+"\n", a...)
+		fmt.Fprintln(stderr, "usage: harness pcap [flags] FILE (-h for the flags)")
+		return 2
+	}
+	if len(files) != 1 {
+		return usage("want one capture file, got %d", len(files))
+	}
+	if port == 0 || port > 65535 {
+		return usage("-port %d: want 1 to 65535", port)
+	}
+	opts.Port = uint16(port)
+	if opts.Token != "" {
+		if _, err := wire.ParseTokenID(opts.Token); err != nil {
+			return usage("-token: %v", err)
+		}
+	}
+	if session != "" {
+		s, err := strconv.ParseUint(session, 10, 64)
+		if err != nil {
+			return usage("-session %q: want a decimal session id", session)
+		}
+		opts.Session, opts.HasSession = s, true
+	}
+	var err error
+	if from != "" {
+		if opts.From, err = ParseBound(from); err != nil {
+			return usage("-from %v", err)
+		}
+	}
+	if to != "" {
+		if opts.To, err = ParseBound(to); err != nil {
+			return usage("-to %v", err)
+		}
+	}
+	tl, err := ReadFile(files[0], opts)
+	if err != nil {
+		fmt.Fprintf(stderr, "harness pcap: %v\n", err)
+		return 1
+	}
+	if err := tl.WriteText(stdout); err != nil {
+		fmt.Fprintf(stderr, "harness pcap: %v\n", err)
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,545 @@
+// Package experiments holds the experiment files of the testbed and their
+// format: which agents run, the netem profile of every link direction, a
+// schedule of faults, the seed, the time scale and the tolerances of the
+// checks. Load decodes a file strictly, reports every error at once with
+// its file and line, and resolves it.
+//
+// Resolution order (as in containerlab): built-in defaults, then the
+// file's defaults section, then each agent's and each link's own
+// settings. A pair of agents without a links entry gets defaults.profile
+// in both directions; a links entry's profile sets both directions, and
+// its a_to_b / b_to_a set one direction each.
+//
+// All times in an experiment file are paper time. time_scale divides the
+// application's durations (hold, regeneration, the schedule, the run's
+// length); network_time_scale divides the link delays and the passing
+// timeouts (1, the default, keeps the network at real scale).
+package experiments
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"slices"
+	"strings"
+	"time"
+
+	"tokenbed/agent/config"
+	"tokenbed/agent/wire"
+	"tokenbed/internal/strictyaml"
+	"tokenbed/netem"
+)
+
+// File is an experiment file as written.
+type File struct {
+	Name             string        `yaml:"name"`
+	Description      string        `yaml:"description"`
+	Seed             uint64        `yaml:"seed"`
+	TimeScale        float64       `yaml:"time_scale"`
+	NetworkTimeScale float64       `yaml:"network_time_scale"`
+	Duration         time.Duration `yaml:"duration"`
+	Replicas         int           `yaml:"replicas"`
+	Defaults         Defaults      `yaml:"defaults"`
+	Agents           []AgentSpec   `yaml:"agents"`
+	Links            []LinkSpec    `yaml:"links"`
+	Schedule         []StepSpec    `yaml:"schedule"`
+	Checks           Checks        `yaml:"checks"`
+}
+
+// Defaults apply to every agent and link unless they say otherwise.
+type Defaults struct {
+	Role    string      `yaml:"role"`
+	Agent   AgentConfig `yaml:"agent"`
+	Profile string      `yaml:"profile"`
+}
+
+// AgentConfig is the part of the agent configuration an experiment sets.
+// A zero field inherits (agent ← defaults ← built-in).
+type AgentConfig struct {
+	Passing      config.Passing    `yaml:"passing"`
+	RandomWalk   config.RandomWalk `yaml:"randomwalk"`
+	Wandering    config.Wandering  `yaml:"wandering"`
+	DirectoryTTL time.Duration     `yaml:"directory_ttl"`
+	// Fault makes a deliberately broken agent (see agent/config).
+	Fault string `yaml:"fault"`
+	// DropRate drops outgoing datagrams in the agent itself (tests).
+	DropRate float64 `yaml:"drop_rate"`
+}
+
+// AgentSpec is one agent.
+type AgentSpec struct {
+	Name string `yaml:"name"`
+	Role string `yaml:"role"`
+	// Generate makes the agent generate a token when it starts.
+	Generate bool `yaml:"generate"`
+	// Later agents start only when a join step starts them.
+	Later  bool        `yaml:"later"`
+	Config AgentConfig `yaml:"config"`
+}
+
+// LinkSpec sets the profiles between two agents.
+type LinkSpec struct {
+	Between []string `yaml:"between"`
+	Profile string   `yaml:"profile"`
+	AToB    string   `yaml:"a_to_b"`
+	BToA    string   `yaml:"b_to_a"`
+}
+
+// StepSpec is one scheduled change.
+type StepSpec struct {
+	At     time.Duration `yaml:"at"`
+	Action string        `yaml:"action"`
+	// Link: "A>B" for one direction, "A-B" for both.
+	Link string `yaml:"link"`
+	// Links: pick one at random for each repetition.
+	Links   []string      `yaml:"links"`
+	Profile string        `yaml:"profile"`
+	For     time.Duration `yaml:"for"`
+	Agent   string        `yaml:"agent"`
+	Via     string        `yaml:"via"`
+	// Count > 1 repeats the step at seeded random times in [At, Until).
+	Count int           `yaml:"count"`
+	Until time.Duration `yaml:"until"`
+}
+
+// Checks are the tolerances of the requirement checks (002 §2).
+type Checks struct {
+	Latency []LatencyCheck `yaml:"latency"`
+	Return  *ReturnCheck   `yaml:"return_time"`
+	// MaxLosses is how many token losses not caused by a crash of the
+	// holder are tolerated: 0 (the default) — requirement (i).
+	MaxLosses int `yaml:"max_unexplained_losses"`
+}
+
+// LatencyCheck compares one direction's pass latency with the paper.
+type LatencyCheck struct {
+	Link string        `yaml:"link"` // "A>B"
+	Mean time.Duration `yaml:"mean"`
+	P99  time.Duration `yaml:"p99"`
+	// Tolerance is relative: |measured/expected - 1| ≤ Tolerance. The
+	// default, 0.15, catches a 20% regression.
+	Tolerance float64 `yaml:"tolerance"`
+}
+
+// ReturnCheck compares the return time with the paper (002 §3.3).
+type ReturnCheck struct {
+	Agent     string        `yaml:"agent"`
+	Mean      time.Duration `yaml:"mean"`
+	P99       time.Duration `yaml:"p99"`
+	Tolerance float64       `yaml:"tolerance"`
+}
+
+// DefaultTolerance of latency and return-time checks.
+const DefaultTolerance = 0.15
+
+// Actions of schedule steps.
+const (
+	ActProfile = "profile" // change a link direction's profile in place
+	ActOutage  = "outage"  // 100% loss on a link for a period
+	ActCrash   = "crash"   // SIGKILL an agent ("holder": whoever holds a token)
+	ActRestart = "restart" // start a crashed or left agent again
+	ActJoin    = "join"    // start a later agent, joining via a member
+	ActLeave   = "leave"   // stop an agent silently (002 §3.2)
+)
+
+// Agent is a resolved agent.
+type Agent struct {
+	Name     string
+	Role     string
+	Generate bool
+	Later    bool
+	Config   AgentConfig
+}
+
+// Direction is one direction of a link with its profile.
+type Direction struct {
+	From, To string
+	Profile  netem.Profile
+	Text     string // the profile as written, for reports
+}
+
+// Key is "FROM>TO".
+func (d Direction) Key() string { return d.From + ">" + d.To }
+
+// Step is a resolved schedule step, at paper time At.
+type Step struct {
+	At      time.Duration
+	Action  string
+	From    string // link steps: direction From>To; Both for both directions
+	To      string
+	Both    bool
+	Profile *netem.Profile
+	For     time.Duration
+	Agent   string
+	Via     string
+	Index   int // position in the file's schedule
+}
+
+// Experiment is a resolved, valid experiment.
+type Experiment struct {
+	Source           string
+	Name             string
+	Description      string
+	Seed             uint64
+	TimeScale        float64
+	NetworkTimeScale float64
+	Duration         time.Duration // paper time
+	Replicas         int
+	Agents           []Agent
+	Directions       []Direction // every ordered pair of agents
+	Schedule         []Step      // sorted by time
+	Checks           Checks
+}
+
+// Load reads, validates and resolves an experiment file. Every problem is
+// reported, each with the file and line.
+func Load(path string) (*Experiment, error) {
+	var f File
+	yf, err := strictyaml.Load(path, &f)
+	if err != nil {
+		return nil, err
+	}
+	return resolve(path, &f, yf)
+}
+
+// Parse is Load for data already read (name is used in errors).
+func Parse(name string, data []byte) (*Experiment, error) {
+	var f File
+	yf, err := strictyaml.Decode(name, data, &f)
+	if err != nil {
+		return nil, err
+	}
+	return resolve(name, &f, yf)
+}
+
+// Direction returns the profile from one agent to another.
+func (e *Experiment) Direction(from, to string) (Direction, bool) {
+	for _, d := range e.Directions {
+		if d.From == from && d.To == to {
+			return d, true
+		}
+	}
+	return Direction{}, false
+}
+
+// Agent returns the agent named name.
+func (e *Experiment) Agent(name string) (Agent, bool) {
+	for _, a := range e.Agents {
+		if a.Name == name {
+			return a, true
+		}
+	}
+	return Agent{}, false
+}
+
+// Wall converts paper time to wall time under the time scale.
+func (e *Experiment) Wall(paper time.Duration) time.Duration {
+	return time.Duration(float64(paper) / e.TimeScale)
+}
+
+// ScaleNetwork divides a profile's delays by the network time scale.
+func ScaleNetwork(p netem.Profile, k float64) netem.Profile {
+	if k == 1 {
+		return p
+	}
+	div := func(d time.Duration) time.Duration { return time.Duration(float64(d) / k) }
+	p.Delay, p.Jitter = div(p.Delay), div(p.Jitter)
+	return p
+}
+
+func resolve(name string, f *File, yf *strictyaml.File) (*Experiment, error) {
+	e := &Experiment{Source: name, Name: f.Name, Description: f.Description, Seed: f.Seed,
+		TimeScale: f.TimeScale, NetworkTimeScale: f.NetworkTimeScale, Duration: f.Duration, Replicas: f.Replicas, Checks: f.Checks}
+	if f.Name == "" {
+		yf.Errorf("$.name", "missing")
+	}
+	if e.TimeScale == 0 {
+		e.TimeScale = 1
+	}
+	if e.TimeScale < 0 {
+		yf.Errorf("$.time_scale", "must be positive, got %v", f.TimeScale)
+	}
+	if e.NetworkTimeScale == 0 {
+		e.NetworkTimeScale = 1
+	}
+	if e.NetworkTimeScale < 0 {
+		yf.Errorf("$.network_time_scale", "must be positive, got %v", f.NetworkTimeScale)
+	}
+	if f.Duration <= 0 {
+		yf.Errorf("$.duration", "must be positive (paper time, e.g. 3600s)")
+	}
+	if e.Replicas == 0 {
+		e.Replicas = 1
+	}
+	if e.Replicas < 0 || e.Replicas > 64 {
+		yf.Errorf("$.replicas", "must be in 1..64, got %d", f.Replicas)
+	}
+	role := f.Defaults.Role
+	if role == "" {
+		role = config.RoleRandomWalk
+	}
+	if !slices.Contains(config.Roles, role) {
+		yf.Errorf("$.defaults.role", "%q: roles are %s", role, strings.Join(config.Roles, ", "))
+	}
+	defProfile := netem.Profile{}
+	if f.Defaults.Profile != "" {
+		p, err := netem.Parse(f.Defaults.Profile)
+		if err != nil {
+			yf.Errorf("$.defaults.profile", "%v", err)
+		}
+		defProfile = p
+	}
+
+	// Agents.
+	names := map[string]int{}
+	if len(f.Agents) < 2 {
+		yf.Errorf("$.agents", "need at least two agents, got %d", len(f.Agents))
+	}
+	generators := 0
+	for i, a := range f.Agents {
+		path := fmt.Sprintf("$.agents[%d]", i)
+		if !wire.ValidName(a.Name) {
+			yf.Errorf(path+".name", "%q: want 1 to %d letters, digits, '.', '_' or '-'", a.Name, wire.MaxNameLen)
+		} else if _, dup := names[a.Name]; dup {
+			yf.Errorf(path+".name", "%q defined twice", a.Name)
+		}
+		names[a.Name] = i
+		r := a.Role
+		if r == "" {
+			r = role
+		}
+		if !slices.Contains(config.Roles, r) {
+			yf.Errorf(path+".role", "%q: roles are %s", r, strings.Join(config.Roles, ", "))
+		}
+		if a.Generate {
+			generators++
+		}
+		cfg := f.Defaults.Agent
+		overlay(&cfg, a.Config)
+		e.Agents = append(e.Agents, Agent{Name: a.Name, Role: r, Generate: a.Generate, Later: a.Later, Config: cfg})
+		// Let the agent's own validation speak for the merged settings.
+		c := config.Config{Name: "x", Listen: "10.0.0.1:1", CA: "x", Credentials: "x", Passing: cfg.Passing, RandomWalk: cfg.RandomWalk, Wandering: cfg.Wandering, Role: r, Fault: cfg.Fault, DropRate: cfg.DropRate}
+		if _, err := c.Validate(); err != nil {
+			for _, line := range strings.Split(err.Error(), "\n") {
+				_, msg, _ := strings.Cut(line, ": ")
+				yf.Errorf(path+".config", "%s", msg)
+			}
+		}
+	}
+	if generators == 0 && len(f.Agents) > 0 {
+		yf.Errorf("$.agents", "no agent has generate: true, so no token would exist until a regeneration")
+	}
+
+	// Links: every ordered pair, defaults first.
+	prof := map[[2]string]Direction{}
+	for _, a := range e.Agents {
+		for _, b := range e.Agents {
+			if a.Name != b.Name {
+				prof[[2]string{a.Name, b.Name}] = Direction{From: a.Name, To: b.Name, Profile: defProfile, Text: f.Defaults.Profile}
+			}
+		}
+	}
+	seenLink := map[[2]string]bool{}
+	for i, l := range f.Links {
+		path := fmt.Sprintf("$.links[%d]", i)
+		if len(l.Between) != 2 {
+			yf.Errorf(path+".between", "want two agent names, got %d", len(l.Between))
+			continue
+		}
+		a, b := l.Between[0], l.Between[1]
+		ok := true
+		for j, n := range l.Between {
+			if _, known := names[n]; !known {
+				yf.Errorf(fmt.Sprintf("%s.between[%d]", path, j), "unknown agent %q", n)
+				ok = false
+			}
+		}
+		if a == b {
+			yf.Errorf(path+".between", "a link joins two different agents")
+			ok = false
+		}
+		if !ok {
+			continue
+		}
+		pair := [2]string{min(a, b), max(a, b)}
+		if seenLink[pair] {
+			yf.Errorf(path+".between", "link %s-%s defined twice", a, b)
+		}
+		seenLink[pair] = true
+		set := func(text, field string, dirs ...[2]string) {
+			if text == "" {
+				return
+			}
+			p, err := netem.Parse(text)
+			if err != nil {
+				yf.Errorf(path+"."+field, "%v", err)
+				return
+			}
+			for _, d := range dirs {
+				prof[d] = Direction{From: d[0], To: d[1], Profile: p, Text: text}
+			}
+		}
+		set(l.Profile, "profile", [2]string{a, b}, [2]string{b, a})
+		set(l.AToB, "a_to_b", [2]string{a, b})
+		set(l.BToA, "b_to_a", [2]string{b, a})
+	}
+	for _, a := range e.Agents {
+		for _, b := range e.Agents {
+			if a.Name != b.Name {
+				e.Directions = append(e.Directions, prof[[2]string{a.Name, b.Name}])
+			}
+		}
+	}
+
+	// Schedule.
+	rnd := rand.New(rand.NewPCG(f.Seed, 0x5c4ed))
+	parseLink := func(path, s string) (from, to string, both, ok bool) {
+		sep := ">"
+		if strings.Contains(s, "-") && !strings.Contains(s, ">") {
+			sep, both = "-", true
+		}
+		from, to, found := strings.Cut(s, sep)
+		if !found {
+			yf.Errorf(path, "%q: want A>B (one direction) or A-B (both)", s)
+			return "", "", false, false
+		}
+		for _, n := range []string{from, to} {
+			if _, known := names[n]; !known {
+				yf.Errorf(path, "unknown agent %q in %q", n, s)
+				return "", "", false, false
+			}
+		}
+		if from == to {
+			yf.Errorf(path, "%q joins an agent to itself", s)
+			return "", "", false, false
+		}
+		return from, to, both, true
+	}
+	for i, s := range f.Schedule {
+		path := fmt.Sprintf("$.schedule[%d]", i)
+		if s.At < 0 || s.At > f.Duration {
+			yf.Errorf(path+".at", "%v is outside the run (0 to duration %v)", s.At, f.Duration)
+		}
+		n := max(s.Count, 1)
+		if s.Count < 0 {
+			yf.Errorf(path+".count", "must not be negative")
+		}
+		if s.Count > 1 && (s.Until <= s.At || s.Until > f.Duration) {
+			yf.Errorf(path+".until", "with count > 1, until must be after at and within the run")
+		}
+		st := Step{Action: s.Action, For: s.For, Agent: s.Agent, Via: s.Via, Index: i}
+		needLink := func() bool {
+			if s.Link == "" && len(s.Links) == 0 {
+				yf.Errorf(path+".link", "the %s action needs link (A>B or A-B) or links", s.Action)
+				return false
+			}
+			return true
+		}
+		needAgent := func(allowHolder bool) {
+			if s.Agent == "holder" && allowHolder {
+				return
+			}
+			if _, known := names[s.Agent]; !known {
+				yf.Errorf(path+".agent", "unknown agent %q", s.Agent)
+			}
+		}
+		switch s.Action {
+		case ActProfile:
+			needLink()
+			p, err := netem.Parse(s.Profile)
+			if err != nil {
+				yf.Errorf(path+".profile", "%v", err)
+			}
+			st.Profile = &p
+		case ActOutage:
+			needLink()
+			if s.For <= 0 {
+				yf.Errorf(path+".for", "an outage needs a positive length")
+			}
+		case ActCrash:
+			needAgent(true)
+		case ActRestart, ActLeave:
+			needAgent(false)
+		case ActJoin:
+			needAgent(false)
+			if _, known := names[s.Via]; !known {
+				yf.Errorf(path+".via", "unknown agent %q to join through", s.Via)
+			}
+		default:
+			yf.Errorf(path+".action", "%q: actions are profile, outage, crash, restart, join, leave", s.Action)
+		}
+		links := s.Links
+		if s.Link != "" {
+			links = append([]string{s.Link}, links...)
+		}
+		for r := 0; r < n; r++ {
+			st := st
+			st.At = s.At
+			if s.Count > 1 && s.Until > s.At {
+				st.At = s.At + time.Duration(rnd.Int64N(int64(s.Until-s.At)))
+			}
+			if len(links) > 0 {
+				l := links[rnd.IntN(len(links))]
+				if from, to, both, ok := parseLink(path+".link", l); ok {
+					st.From, st.To, st.Both = from, to, both
+				}
+			}
+			e.Schedule = append(e.Schedule, st)
+		}
+	}
+	slices.SortStableFunc(e.Schedule, func(a, b Step) int { return int(a.At - b.At) })
+
+	// Checks.
+	for i, c := range f.Checks.Latency {
+		path := fmt.Sprintf("$.checks.latency[%d]", i)
+		from, to, found := strings.Cut(c.Link, ">")
+		_, ka := names[from]
+		_, kb := names[to]
+		if !found || !ka || !kb {
+			yf.Errorf(path+".link", "%q: want FROM>TO between known agents", c.Link)
+		}
+		if c.Mean <= 0 && c.P99 <= 0 {
+			yf.Errorf(path, "give mean or p99 (or both)")
+		}
+		if c.Tolerance < 0 || c.Tolerance > 10 {
+			yf.Errorf(path+".tolerance", "must be in 0..10 (relative), got %v", c.Tolerance)
+		}
+		if c.Tolerance == 0 {
+			e.Checks.Latency[i].Tolerance = DefaultTolerance
+		}
+	}
+	if r := f.Checks.Return; r != nil {
+		if _, known := names[r.Agent]; !known {
+			yf.Errorf("$.checks.return_time.agent", "unknown agent %q", r.Agent)
+		}
+		if r.Tolerance == 0 {
+			rc := *r
+			rc.Tolerance = DefaultTolerance
+			e.Checks.Return = &rc
+		}
+	}
+	if err := yf.Err(); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// overlay sets every non-zero field of src onto dst, recursively: the
+// per-agent settings override the defaults field by field.
+func overlay(dst *AgentConfig, src AgentConfig) {
+	overlayValue(reflect.ValueOf(dst).Elem(), reflect.ValueOf(src))
+}
+
+func overlayValue(dst, src reflect.Value) {
+	if src.Kind() == reflect.Struct {
+		for i := 0; i < src.NumField(); i++ {
+			if dst.Field(i).CanSet() {
+				overlayValue(dst.Field(i), src.Field(i))
+			}
+		}
+		return
+	}
+	if !src.IsZero() {
+		dst.Set(src)
+	}
+}

@@ -1,0 +1,161 @@
+package experiments
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestShippedExperimentsLoad(t *testing.T) {
+	files, _ := filepath.Glob("*.yaml")
+	if len(files) == 0 {
+		t.Fatal("no experiment files")
+	}
+	for _, f := range files {
+		e, err := Load(f)
+		if err != nil {
+			t.Errorf("%s: %v", f, err)
+			continue
+		}
+		n := len(e.Agents)
+		if len(e.Directions) != n*(n-1) {
+			t.Errorf("%s: %d directions for %d agents", f, len(e.Directions), n)
+		}
+	}
+}
+
+func TestResolutionOrder(t *testing.T) {
+	src := `
+name: x
+seed: 3
+duration: 100s
+defaults:
+  profile: "delay 1ms"
+  agent:
+    randomwalk: {hold: 2s}
+    passing: {move_retries: 3}
+agents:
+  - {name: A, generate: true, config: {randomwalk: {hold: 5s}}}
+  - {name: B}
+  - {name: C}
+links:
+  - {between: [A, B], profile: "delay 5ms", b_to_a: "delay 7ms loss 1%"}
+schedule:
+  - {action: outage, links: [A-C], at: 10s, until: 90s, count: 5, for: 1s}
+`
+	e, err := Parse("x.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"A>B": "delay 5ms", "B>A": "delay 7ms loss 1%", "A>C": "delay 1ms", "C>B": "delay 1ms"}
+	for k, v := range want {
+		from, to, _ := strings.Cut(k, ">")
+		d, _ := e.Direction(from, to)
+		if d.Text != v {
+			t.Errorf("%s: profile %q, want %q", k, d.Text, v)
+		}
+	}
+	a, _ := e.Agent("A")
+	b, _ := e.Agent("B")
+	if a.Config.RandomWalk.Hold != 5*time.Second || b.Config.RandomWalk.Hold != 2*time.Second {
+		t.Errorf("hold: A %v (want 5s, its own), B %v (want 2s, the default)", a.Config.RandomWalk.Hold, b.Config.RandomWalk.Hold)
+	}
+	if b.Config.Passing.MoveRetries == nil || *b.Config.Passing.MoveRetries != 3 {
+		t.Error("defaults.agent.passing not inherited")
+	}
+	if len(e.Schedule) != 5 {
+		t.Fatalf("count: 5 gave %d steps", len(e.Schedule))
+	}
+	for i, s := range e.Schedule {
+		if s.At < 10*time.Second || s.At >= 90*time.Second || (i > 0 && s.At < e.Schedule[i-1].At) {
+			t.Errorf("step %d at %v: outside [10s, 90s) or unsorted", i, s.At)
+		}
+		if !s.Both || s.From != "A" || s.To != "C" {
+			t.Errorf("step %d: link %s %s both=%v", i, s.From, s.To, s.Both)
+		}
+	}
+	// The same seed gives the same schedule.
+	e2, _ := Parse("x.yaml", []byte(src))
+	for i := range e.Schedule {
+		if e.Schedule[i].At != e2.Schedule[i].At {
+			t.Fatal("schedule is not reproducible from the seed")
+		}
+	}
+}
+
+// Every error is reported at once, each with file and line.
+func TestAllErrorsAtOnce(t *testing.T) {
+	src := `name: bad
+duration: 100s
+agents:
+  - {name: A, generate: true}
+  - {name: A}
+  - {name: "b c"}
+links:
+  - {between: [A, Z], profile: "delay 5ms"}
+  - {between: [A, A]}
+  - {between: [A, "b c"], profile: "delay fast"}
+schedule:
+  - {action: explode, at: 10s}
+  - {action: outage, link: "A>Q", at: 200s}
+  - {action: crash, agent: nobody, at: 1s}
+checks:
+  latency:
+    - {link: "A>B", tolerance: -1}
+`
+	_, err := Parse("bad.yaml", []byte(src))
+	if err == nil {
+		t.Fatal("accepted")
+	}
+	lines := strings.Split(err.Error(), "\n")
+	for _, want := range []string{
+		"bad.yaml:5:",  // duplicate A
+		"bad.yaml:6:",  // bad name
+		"bad.yaml:8:",  // unknown agent Z
+		"bad.yaml:9:",  // self link
+		"bad.yaml:12:", // unknown action
+		"bad.yaml:13:", // outside the run, unknown agent Q, no for
+		"bad.yaml:14:", // unknown agent to crash
+		"bad.yaml:17:", // checks
+	} {
+		found := false
+		for _, l := range lines {
+			found = found || strings.HasPrefix(l, want)
+		}
+		if !found {
+			t.Errorf("no error at %s in:\n%s", want, err)
+		}
+	}
+	if len(lines) < 10 {
+		t.Errorf("only %d errors reported:\n%s", len(lines), err)
+	}
+	// Unknown fields name file and line too.
+	_, err = Parse("typo.yaml", []byte("name: x\nduration: 1s\nagnets: []\n"))
+	if err == nil || !strings.HasPrefix(err.Error(), "typo.yaml:3:") {
+		t.Errorf("unknown field: %v", err)
+	}
+}
+
+// The README's complete example must stay a valid experiment.
+func TestReadmeExample(t *testing.T) {
+	b, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(b)
+	i := strings.Index(s, "### Experiment files")
+	if i < 0 {
+		t.Fatal("README has no experiment files section")
+	}
+	s = s[i:]
+	start := strings.Index(s, "```yaml\n")
+	end := strings.Index(s[start+8:], "```")
+	if start < 0 || end < 0 {
+		t.Fatal("no yaml block in the section")
+	}
+	if _, err := Parse("README.md example", []byte(s[start+8:start+8+end])); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,119 @@
+// Package backend defines what the harness needs from a way of running
+// agents on an emulated network (as containerlab's runtime interface):
+// build the network, start and signal agent processes, say where each
+// agent's traffic can be captured and impaired, and tear everything down.
+// Implementations: nsbackend (network namespaces, the default) and
+// ctrbackend (Docker containers through testcontainers-go).
+package backend
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"regexp"
+	"syscall"
+
+	"github.com/vishvananda/netns"
+)
+
+// Agent is one agent instance to place on the network.
+type Agent struct {
+	Name     string // name in the experiment (A, B, C)
+	Replica  int    // 0-based
+	Instance string // member name: Name, or Name.rN in replica N > 0
+	Addr     netip.Addr
+}
+
+// InstanceName names an agent of a replica.
+func InstanceName(name string, replica int) string {
+	if replica == 0 {
+		return name
+	}
+	return fmt.Sprintf("%s.r%d", name, replica)
+}
+
+// Spec is the network to build: replicas are isolated from each other.
+type Spec struct {
+	RunID    string
+	Replicas [][]Agent
+	// Prefixes[r] is replica r's subnet; every agent of it has an address
+	// in it. Replicas get distinct subnets (Docker refuses overlapping
+	// networks), though the netns backend would not need it.
+	Prefixes []netip.Prefix
+	// Mounts are host directories an agent must see at the same path
+	// (its configuration, credentials and event log); the netns backend
+	// shares the host's filesystem anyway.
+	Mounts []string
+}
+
+// ReplicaPrefix is the subnet of replica r under base (a /16): the /24
+// numbered r.
+func ReplicaPrefix(base netip.Prefix, r int) netip.Prefix {
+	a := base.Masked().Addr().As4()
+	a[2] = byte(r)
+	return netip.PrefixFrom(netip.AddrFrom4(a), 24)
+}
+
+// AgentAddr is the address of the i-th agent in prefix: host number i+1.
+func AgentAddr(prefix netip.Prefix, i int) netip.Addr {
+	a := prefix.Masked().Addr().As4()
+	n := uint32(a[0])<<24 | uint32(a[1])<<16 | uint32(a[2])<<8 | uint32(a[3])
+	n += uint32(i + 1)
+	return netip.AddrFrom4([4]byte{byte(n >> 24), byte(n >> 16), byte(n >> 8), byte(n)})
+}
+
+// Port is where an agent's traffic can be seen or changed: a link in a
+// network namespace.
+type Port struct {
+	NS     netns.NsHandle
+	NSPath string
+	Link   string
+	// Name says where the port is, for people: a namespace's or a
+	// container's name. Empty: the base name of NSPath.
+	Name string
+}
+
+// Cmd is an agent process to start.
+type Cmd struct {
+	Path   string
+	Args   []string
+	Env    []string
+	Stdout *os.File
+	Stderr *os.File
+}
+
+// Process is a started agent process.
+type Process interface {
+	Pid() int
+	Signal(syscall.Signal) error
+	// Wait waits for the process to end and returns its exit status
+	// (-1 and the signal when it was killed).
+	Wait() (code int, sig syscall.Signal, err error)
+}
+
+// Backend runs agents on an emulated network.
+type Backend interface {
+	Name() string
+	// Setup builds the network. On error, what was built is removed.
+	Setup(ctx context.Context, spec Spec) error
+	// AgentPort is the agent's own interface, inside its namespace: what
+	// it sends leaves there first, what it receives arrives there last.
+	AgentPort(instance string) (Port, error)
+	// IngressPort is the other end of the agent's link: its egress queue
+	// holds the traffic toward the agent, where profiles are applied by
+	// source (the direction FROM>agent).
+	IngressPort(instance string) (Port, error)
+	// Start starts a process as the agent.
+	Start(ctx context.Context, instance string, cmd Cmd) (Process, error)
+	// Teardown kills every process started and removes everything Setup
+	// created, and only that.
+	Teardown(ctx context.Context) error
+}
+
+// runIDPattern: every object a run creates is named after its run ID.
+var runIDPattern = regexp.MustCompile(`^tb[0-9a-f]{6}$`)
+
+// ValidRunID reports whether id has the form of a run ID: "tb" and six
+// hex digits, short enough to prefix interface names (15 bytes at most).
+func ValidRunID(id string) bool { return runIDPattern.MatchString(id) }

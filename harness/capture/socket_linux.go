@@ -1,0 +1,158 @@
+package capture
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"time"
+
+	"github.com/gopacket/gopacket/afpacket"
+	"github.com/gopacket/gopacket/layers"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+)
+
+// linkInfo is what the kernel says about a device.
+type linkInfo struct {
+	index  int    // kernel ifindex in its namespace
+	mtu    int    //
+	arphrd uint16 // ARPHRD_* device type
+}
+
+// open opens an AF_PACKET socket on ic.Device inside ic's namespace.
+func open(ic Interface, cfg Config) (*iface, error) {
+	wrap := func(err error) error { return fmt.Errorf("capture: interface %s: %w", ic.Name, err) }
+	ns := netns.None()
+	where := "the caller's network namespace"
+	switch {
+	case ic.NetNSPath != "":
+		h, err := netns.GetFromPath(ic.NetNSPath)
+		if err != nil {
+			return nil, wrap(fmt.Errorf("netns %s: %w", ic.NetNSPath, err))
+		}
+		defer h.Close()
+		ns, where = h, "netns "+ic.NetNSPath
+	case ic.NetNS > 0:
+		ns, where = ic.NetNS, fmt.Sprintf("netns handle %d", int(ic.NetNS))
+	}
+
+	type result struct {
+		tp   *afpacket.TPacket
+		info linkInfo
+		err  error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		// The thread switches namespace: lock it, and retire it (exit the
+		// goroutine still locked) if it cannot switch back.
+		runtime.LockOSThread()
+		if !ns.IsOpen() {
+			tp, info, err := openHere(ic.Device, cfg)
+			runtime.UnlockOSThread()
+			ch <- result{tp, info, err}
+			return
+		}
+		orig, err := netns.Get()
+		if err != nil {
+			runtime.UnlockOSThread()
+			ch <- result{err: fmt.Errorf("current netns: %w", err)}
+			return
+		}
+		defer orig.Close()
+		if err := netns.Set(ns); err != nil {
+			runtime.UnlockOSThread()
+			ch <- result{err: fmt.Errorf("entering %s: %w", where, err)}
+			return
+		}
+		tp, info, err := openHere(ic.Device, cfg)
+		if err := netns.Set(orig); err != nil {
+			// The socket is fine: it stays in ns. The thread is not.
+			ch <- result{tp, info, nil}
+			return
+		}
+		runtime.UnlockOSThread()
+		ch <- result{tp, info, err}
+	}()
+	r := <-ch
+	if r.err != nil {
+		return nil, wrap(r.err)
+	}
+	lt, err := linkType(r.info.arphrd)
+	if err != nil {
+		r.tp.Close()
+		return nil, wrap(fmt.Errorf("device %s: %w", ic.Device, err))
+	}
+	desc := fmt.Sprintf("device %s (ifindex %d, mtu %d) in %s", ic.Device, r.info.index, r.info.mtu, where)
+	if ic.Description != "" {
+		desc = ic.Description + "; " + desc
+	}
+	return &iface{cfg: ic, lt: lt, desc: desc, tp: r.tp, start: time.Now()}, nil
+}
+
+// openHere opens the socket in the calling thread's namespace. Equivalent
+// to what `tcpdump -i DEV` does: socket(AF_PACKET, SOCK_RAW, ETH_P_ALL),
+// bind to the device, a TPACKET_V3 ring.
+func openHere(dev string, cfg Config) (*afpacket.TPacket, linkInfo, error) {
+	info, err := link(dev)
+	if err != nil {
+		return nil, info, err
+	}
+	tp, err := afpacket.NewTPacket(
+		afpacket.OptInterface(dev),
+		afpacket.TPacketVersion3,
+		afpacket.OptBlockSize(cfg.RingBlockSize),
+		afpacket.OptNumBlocks(cfg.RingBlocks),
+		afpacket.OptBlockTimeout(blockTimeout),
+		afpacket.OptPollTimeout(pollTimeout),
+	)
+	if err != nil {
+		return nil, info, fmt.Errorf("AF_PACKET socket on %s: %w", dev, err)
+	}
+	if len(cfg.BPF) > 0 {
+		if err := tp.SetBPF(cfg.BPF); err != nil {
+			tp.Close()
+			return nil, info, fmt.Errorf("attaching the BPF filter on %s: %w", dev, err)
+		}
+	}
+	return tp, info, nil
+}
+
+// link reads a device's index, MTU and type with ioctls. Equivalent to:
+// `ip link show DEV`.
+func link(dev string) (linkInfo, error) {
+	var info linkInfo
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return info, err
+	}
+	defer unix.Close(fd)
+	ifr, err := unix.NewIfreq(dev)
+	if err != nil {
+		return info, fmt.Errorf("device %q: %w", dev, err)
+	}
+	if err := unix.IoctlIfreq(fd, unix.SIOCGIFINDEX, ifr); err != nil {
+		return info, fmt.Errorf("device %q: %w", dev, err)
+	}
+	info.index = int(ifr.Uint32())
+	if err := unix.IoctlIfreq(fd, unix.SIOCGIFMTU, ifr); err != nil {
+		return info, fmt.Errorf("device %q: mtu: %w", dev, err)
+	}
+	info.mtu = int(ifr.Uint32())
+	if err := unix.IoctlIfreq(fd, unix.SIOCGIFHWADDR, ifr); err != nil {
+		return info, fmt.Errorf("device %q: type: %w", dev, err)
+	}
+	info.arphrd = ifr.Uint16() // sa_family of ifr_hwaddr
+	return info, nil
+}
+
+// linkType maps a device type to the pcap link type of what a SOCK_RAW
+// packet socket reads on it.
+func linkType(arphrd uint16) (layers.LinkType, error) {
+	switch arphrd {
+	case unix.ARPHRD_ETHER, unix.ARPHRD_LOOPBACK:
+		return layers.LinkTypeEthernet, nil
+	case unix.ARPHRD_NONE: // TUN: the frame starts at the IP header
+		return layers.LinkTypeRaw, nil
+	}
+	return 0, errors.New("device type ARPHRD " + fmt.Sprint(arphrd) + " not supported (want Ethernet, loopback or TUN)")
+}

@@ -1,0 +1,46 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+
+	"tokenbed/analysis"
+	"tokenbed/harness/results"
+)
+
+func cmdAnalyze(args []string, stdout, stderr io.Writer) int {
+	if len(args) != 1 {
+		fmt.Fprintln(stderr, "harness analyze: want one results directory")
+		return exitUsage
+	}
+	return analyzeDir(args[0], stdout, stderr)
+}
+
+// analyzeDir recomputes every check from the logs and the capture, writes
+// the report, prints the verdicts, and returns 1 if a requirement failed.
+func analyzeDir(dir string, stdout, stderr io.Writer) int {
+	s, err := analysis.Analyze(dir)
+	if err != nil {
+		fmt.Fprintln(stderr, "harness analyze:", err)
+		return exitRunError
+	}
+	for _, k := range []string{"loss", "duplication", "latency", "validation"} {
+		r := s.Requirements[k]
+		v := "PASS"
+		if !r.Pass {
+			v = "FAIL"
+		}
+		fmt.Fprintf(stdout, "%-12s %s  %s\n", k, v, r.Detail)
+		if r.Bundle != "" {
+			fmt.Fprintf(stdout, "%-12s      failure bundle: %s (harness pcap %s)\n", "", filepath.Join(dir, r.Bundle), filepath.Join(dir, r.Bundle, "slice.pcapng"))
+		}
+	}
+	fmt.Fprintf(stdout, "report: %s\n", filepath.Join(dir, results.ReportFile))
+	if f := s.Failed(); len(f) > 0 {
+		fmt.Fprintf(stderr, "harness: requirements failed: %s\n", strings.Join(f, ", "))
+		return exitFailed
+	}
+	return exitOK
+}

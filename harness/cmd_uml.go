@@ -1,0 +1,110 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"tokenbed/harness/runner"
+	"tokenbed/harness/uml"
+)
+
+// UMLModules are what a run needs from the guest kernel.
+var UMLModules = []string{"sch_netem", "sch_htb", "cls_u32", "veth", "bridge"}
+
+func umlAvailable() error { return uml.Available() }
+
+// runInUML runs the whole experiment inside a User Mode Linux guest, whose
+// kernel has sch_netem: the same harness binary, with --impair kernel, on
+// the host's filesystem (hostfs), so the results land on the host. The
+// job's exit status comes back; analysis then runs on the host, at native
+// speed.
+func runInUML(ctx context.Context, f runFlags, expPath string, stdout, stderr io.Writer, log *slog.Logger) int {
+	self, err := os.Executable()
+	if err != nil {
+		fmt.Fprintln(stderr, "harness run:", err)
+		return exitRunError
+	}
+	resultsRoot, _ := filepath.Abs(f.results)
+	exp, _ := filepath.Abs(expPath)
+	args := []string{self, "run", "--impair", "kernel", "--run-id", f.runID, "--results", resultsRoot, "--agent", f.agent, "--no-analyze"}
+	if f.duration > 0 {
+		args = append(args, "--duration", f.duration.String())
+	}
+	if f.replicas > 0 {
+		args = append(args, "--replicas", fmt.Sprint(f.replicas))
+	}
+	args = append(args, exp)
+	cpu := f.cpu
+	if cpu < 0 {
+		cpu = 0
+	}
+	wd, _ := os.Getwd()
+	job := uml.Job{Argv: args, Dir: wd, Modules: UMLModules, MemMB: 1024, CPU: cpu, Stdout: stdout, Stderr: stderr, Logger: log,
+		Env: []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root"}}
+	start := time.Now()
+	res, err := uml.Run(ctx, job)
+	dir := filepath.Join(resultsRoot, f.runID)
+	if err != nil || res.ExitCode != 0 {
+		// The guest died before its harness could tidy up: do it here.
+		why := "the User Mode Linux instance ended early"
+		if ctx.Err() != nil {
+			why = "interrupted"
+		}
+		runner.Abandon(resultsRoot, f.runID, why)
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			fmt.Fprintln(stderr, "harness run: interrupted; partial results in", dir)
+			return exitInterrupted
+		}
+		fmt.Fprintln(stderr, "harness run: User Mode Linux:", err)
+		if res != nil && res.Console != "" {
+			fmt.Fprintln(stderr, "guest console (last lines):")
+			fmt.Fprintln(stderr, tail(res.Console, 20))
+		}
+		return exitRunError
+	}
+	log.Info("UML run finished", "exit", res.ExitCode, "boot", res.BootDuration.Round(time.Millisecond), "total", time.Since(start).Round(time.Second))
+	if res.ExitCode != 0 {
+		fmt.Fprintln(stderr, "harness run: the run inside User Mode Linux failed with exit status "+strconv.Itoa(res.ExitCode))
+		return exitRunError
+	}
+	if f.noAnalyze {
+		return exitOK
+	}
+	return analyzeDir(dir, stdout, stderr)
+}
+
+func tail(s string, n int) string {
+	lines := 0
+	for i := len(s) - 1; i >= 0; i-- {
+		if s[i] == '\n' {
+			lines++
+			if lines > n {
+				return s[i+1:]
+			}
+		}
+	}
+	return s
+}
+
+// cleanExtra removes what killed runs left besides namespaces: UML private
+// directories whose instance is gone, key directories, and containers,
+// networks and images by label.
+func cleanExtra(runID string, live map[string]bool, stdout io.Writer) (int, error) {
+	dirs, err := uml.RemoveStale("", 0)
+	for _, d := range dirs {
+		fmt.Fprintf(stdout, "removed UML directory %s\n", d)
+	}
+	keys := runner.StaleKeyDirs(live)
+	for _, d := range keys {
+		fmt.Fprintf(stdout, "removed key directory %s\n", d)
+	}
+	return withContainers(len(dirs)+len(keys), err, runID, live, stdout)
+}

@@ -1,0 +1,125 @@
+// Package results is the layout of a run's results directory,
+// results/<run-id>/, which the harness writes and analysis reads. Data
+// flows one way: nothing in a results directory is read back by the
+// harness while it runs.
+//
+//	run.json            RunInfo: run id, experiment, seed, git revision, kernel, backend, impairment path, times
+//	experiment.yaml     the experiment file as given (a copy)
+//	topology.json       Topology: every agent's address, namespace and interface, every direction's profile
+//	ca/ca.crt           the CA certificate: the only datum needed to verify every signature offline
+//	ca/NAME.crt         members' certificates (their keys stay out of results)
+//	logs/NAME.jsonl     agent event logs (agent/eventlog schema)
+//	logs/harness.jsonl  harness actions on the same clocks
+//	logs/NAME.stderr    the agent process's standard error
+//	capture.pcapng      every agent interface, with harness annotations
+//	report.md, summary.json, junit.xml, plots/*.png, bundles/*   written by analysis
+package results
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// File names inside a results directory.
+const (
+	RunFile        = "run.json"
+	ExperimentFile = "experiment.yaml"
+	TopologyFile   = "topology.json"
+	CADir          = "ca"
+	LogsDir        = "logs"
+	HarnessLog     = "harness.jsonl"
+	CaptureFile    = "capture.pcapng"
+	ReportFile     = "report.md"
+	SummaryFile    = "summary.json"
+	JUnitFile      = "junit.xml"
+	PlotsDir       = "plots"
+	BundlesDir     = "bundles"
+)
+
+// RunInfo describes a run.
+type RunInfo struct {
+	RunID       string  `json:"run_id"`
+	Experiment  string  `json:"experiment"`
+	Seed        uint64  `json:"seed"`
+	GitRevision string  `json:"git_revision"`
+	Kernel      string  `json:"kernel"`
+	Backend     string  `json:"backend"`    // netns | container
+	Impairment  string  `json:"impairment"` // kernel | userspace | uml
+	ImpairWhy   string  `json:"impairment_reason"`
+	TimeScale   float64 `json:"time_scale"`
+	NetScale    float64 `json:"network_time_scale"`
+	Replicas    int     `json:"replicas"`
+	// The paper timeline: its length, and the length of the consecutive
+	// shard each replica replays (replica r covers [r×shard, (r+1)×shard)).
+	PaperSeconds float64 `json:"paper_seconds"`
+	ShardSeconds float64 `json:"shard_seconds"`
+	// AgentsStartNS is the wall time (ns) the agents were started: paper
+	// time 0 of every replica's PaperClock.
+	AgentsStartNS int64     `json:"agents_start_ns"`
+	Started       time.Time `json:"started"`
+	Finished      time.Time `json:"finished,omitempty"`
+	Status        string    `json:"status"` // running | ok | error | interrupted
+	Error         string    `json:"error,omitempty"`
+}
+
+// AgentInfo is one agent process of a run.
+type AgentInfo struct {
+	Name      string `json:"name"`      // the agent's name in the experiment (A, B, C)
+	Replica   int    `json:"replica"`   // 0-based replica of the topology
+	Instance  string `json:"instance"`  // its member name in logs and datagrams: Name, or Name.rN for replica N > 0
+	Addr      string `json:"addr"`      // IP:PORT it binds and signs as
+	Namespace string `json:"namespace"` // network namespace or container name
+	Interface string `json:"interface"` // its interface toward the others
+	Log       string `json:"log"`       // relative to the results directory
+}
+
+// DirectionInfo is the profile applied from one agent to another.
+type DirectionInfo struct {
+	From    string `json:"from"`
+	To      string `json:"to"`
+	Profile string `json:"profile"` // tc netem syntax, as applied (after network scaling)
+	Paper   string `json:"paper"`   // as written in the experiment
+}
+
+// Topology is what the harness built.
+type Topology struct {
+	Agents     []AgentInfo     `json:"agents"`
+	Directions []DirectionInfo `json:"directions"`
+	Port       uint16          `json:"port"`
+}
+
+// WriteJSON writes v to dir/name atomically (write, fsync, rename).
+func WriteJSON(dir, name string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := filepath.Join(dir, "."+name+".tmp")
+	f, err := os.Create(tmp)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(append(b, '\n')); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp, filepath.Join(dir, name))
+}
+
+// ReadJSON reads dir/name into v.
+func ReadJSON(dir, name string, v any) error {
+	b, err := os.ReadFile(filepath.Join(dir, name))
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(b, v)
+}

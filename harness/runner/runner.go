@@ -1,0 +1,747 @@
+// Package runner runs an experiment: it builds the network with a
+// backend, applies the netem profiles, captures every agent interface,
+// starts the agents with their credentials, applies the schedule (the
+// nemesis: profile changes, outages, crashes, restarts, joins, leaves),
+// records every action in the harness event log and the capture, and
+// leaves a results directory for analysis. Data flows one way: experiment
+// → runner → agents → logs and capture; the runner only reads agents' logs
+// to aim a crash at whoever holds the token and to show progress.
+package runner
+
+import (
+	"context"
+	crand "crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"tokenbed/agent/ca"
+	"tokenbed/agent/config"
+	"tokenbed/agent/eventlog"
+	"tokenbed/experiments"
+	"tokenbed/harness/backend"
+	"tokenbed/harness/backend/nsbackend"
+	"tokenbed/harness/capture"
+	"tokenbed/harness/results"
+	"tokenbed/netem"
+	"tokenbed/netem/userspace"
+)
+
+// AgentPort is the UDP port every agent listens on.
+const AgentPort = 7400
+
+// Subnet of the agents: replica r gets 10.77.r.0/24.
+var Subnet = netip.MustParsePrefix("10.77.0.0/16")
+
+// Impairment paths.
+const (
+	ImpairAuto      = "auto"
+	ImpairKernel    = "kernel"    // sch_netem through netlink on the host kernel
+	ImpairUserspace = "userspace" // the userspace engine (netem/userspace)
+	ImpairUML       = "uml"       // the whole run inside User Mode Linux, with its sch_netem
+	ImpairNone      = "none"      // only for experiments whose every profile is empty
+)
+
+// Options of a run.
+type Options struct {
+	Experiment *experiments.Experiment
+	// ExperimentFile is copied into the results.
+	ExperimentFile string
+	ResultsRoot    string // default "results"
+	RunID          string // default: generated
+	// Backend builds the network; nil means network namespaces
+	// (nsbackend).
+	Backend      backend.Backend
+	Impair       string // a resolved path: kernel, userspace or none (the caller resolves auto and uml)
+	ImpairReason string
+	AgentBin     string
+	// Duration overrides the experiment's length (paper time), e.g. for
+	// a smoke run; the schedule is cut to it.
+	Duration time.Duration
+	Log      *slog.Logger
+	// Progress receives progress lines; nil for none.
+	Progress io.Writer
+	// TTY makes progress a single line rewritten in place.
+	TTY bool
+}
+
+// NewRunID returns a fresh run ID: "tb" and six hex digits.
+func NewRunID() string {
+	var b [3]byte
+	crand.Read(b[:])
+	return "tb" + hex.EncodeToString(b[:])
+}
+
+// Run runs the experiment and returns the results directory. On error or
+// cancellation the results directory keeps what was recorded, run.json
+// says how the run ended, and everything created on the host is removed.
+func Run(ctx context.Context, o Options) (dir string, err error) {
+	e := o.Experiment
+	if o.RunID == "" {
+		o.RunID = NewRunID()
+	}
+	if !backend.ValidRunID(o.RunID) {
+		return "", fmt.Errorf("run id %q: want tb and six hex digits", o.RunID)
+	}
+	if o.ResultsRoot == "" {
+		o.ResultsRoot = "results"
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	if o.Duration == 0 {
+		o.Duration = e.Duration
+	}
+	if o.AgentBin == "" {
+		return "", errors.New("runner: no agent binary")
+	}
+	if _, err := os.Stat(o.AgentBin); err != nil {
+		return "", fmt.Errorf("agent binary: %w (build it with make build)", err)
+	}
+	if o.Impair == ImpairNone {
+		for _, d := range e.Directions {
+			if d.Text != "" {
+				return "", fmt.Errorf("impairment none, but direction %s has profile %q: refusing to run without the impairment the experiment asks for", d.Key(), d.Text)
+			}
+		}
+	}
+	dir = filepath.Join(o.ResultsRoot, o.RunID)
+	for _, d := range []string{dir, filepath.Join(dir, results.LogsDir), filepath.Join(dir, results.CADir)} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return "", err
+		}
+	}
+	r := &run{o: o, e: e, dir: dir, agents: map[string]*agentRun{}, holders: map[string]string{}}
+	defer func() {
+		if p := recover(); p != nil {
+			r.cleanup()
+			panic(p)
+		}
+	}()
+	err = r.run(ctx)
+	return dir, err
+}
+
+type agentRun struct {
+	a       backend.Agent
+	spec    experiments.Agent
+	cfgPath string
+	proc    backend.Process
+	running bool
+	tail    *tailer
+}
+
+type run struct {
+	o      Options
+	e      *experiments.Experiment
+	dir    string
+	info   results.RunInfo
+	be     backend.Backend
+	hlog   *eventlog.Writer
+	hfile  *os.File
+	cap    *capture.Capture
+	keyDir string
+	trees  map[string]*netem.Tree // by instance: the tree on the queue toward it
+	eng    *userspace.Engine      // the userspace engine, when that is the path
+	capDev map[string]string      // device to capture per instance (default: its port's link)
+	start  time.Time
+
+	mu      sync.Mutex
+	agents  map[string]*agentRun
+	order   []string          // instances in start order
+	holders map[string]string // token → instance holding it
+	clocks  []*results.PaperClock
+	shard   time.Duration // paper length of each replica's shard
+	passes  int
+	faults  int
+}
+
+func (r *run) run(ctx context.Context) (err error) {
+	o, e := r.o, r.e
+	r.info = results.RunInfo{RunID: o.RunID, Experiment: e.Name, Seed: e.Seed, GitRevision: gitRevision(), Kernel: kernelRelease(),
+		Impairment: o.Impair, ImpairWhy: o.ImpairReason, TimeScale: e.TimeScale, NetScale: e.NetworkTimeScale,
+		Replicas: e.Replicas, Started: time.Now().UTC(), Status: "running"}
+	if err := results.WriteJSON(r.dir, results.RunFile, r.info); err != nil {
+		return err
+	}
+	if o.ExperimentFile != "" {
+		if b, err := os.ReadFile(o.ExperimentFile); err == nil {
+			os.WriteFile(filepath.Join(r.dir, results.ExperimentFile), b, 0o644)
+		}
+	}
+	if err := registerRun(o.RunID); err != nil {
+		o.Log.Warn("cannot register the run for harness clean", "err", err)
+	}
+	defer unregisterRun(o.RunID)
+	defer func() {
+		cerr := r.cleanup()
+		r.info.Finished = time.Now().UTC()
+		switch {
+		case err == nil && cerr == nil:
+			r.info.Status = "ok"
+		case ctx.Err() != nil:
+			r.info.Status = "interrupted"
+			r.info.Error = context.Cause(ctx).Error()
+		default:
+			r.info.Status = "error"
+			r.info.Error = errors.Join(err, cerr).Error()
+		}
+		if werr := results.WriteJSON(r.dir, results.RunFile, r.info); werr != nil && err == nil {
+			err = werr
+		}
+		if cerr != nil && err == nil {
+			err = cerr
+		}
+	}()
+
+	hlog, hfile, err := eventlog.Create(filepath.Join(r.dir, results.LogsDir, results.HarnessLog), "harness")
+	if err != nil {
+		return err
+	}
+	r.hlog, r.hfile = hlog, hfile
+	r.event(eventlog.Event{Kind: eventlog.RunStarted, Seed: e.Seed, TimeScale: e.TimeScale, Version: eventlog.SchemaVersion,
+		Detail: fmt.Sprintf("experiment %s, run %s, impairment %s (%s), replicas %d", e.Name, o.RunID, o.Impair, o.ImpairReason, e.Replicas)})
+	o.Log.Info("run", "id", o.RunID, "experiment", e.Name, "results", r.dir, "impairment", o.Impair, "why", o.ImpairReason)
+
+	spec := backend.Spec{RunID: o.RunID}
+	for rep := 0; rep < e.Replicas; rep++ {
+		var as []backend.Agent
+		pfx := backend.ReplicaPrefix(Subnet, rep)
+		spec.Prefixes = append(spec.Prefixes, pfx)
+		for i, a := range e.Agents {
+			inst := backend.InstanceName(a.Name, rep)
+			ba := backend.Agent{Name: a.Name, Replica: rep, Instance: inst, Addr: backend.AgentAddr(pfx, i)}
+			as = append(as, ba)
+			r.agents[inst] = &agentRun{a: ba, spec: a}
+			r.order = append(r.order, inst)
+		}
+		spec.Replicas = append(spec.Replicas, as)
+	}
+	if err := r.credentials(); err != nil {
+		return err
+	}
+	spec.Mounts = []string{r.keyDir, r.absDir()}
+	r.be = o.Backend
+	if r.be == nil {
+		r.be = nsbackend.New()
+	}
+	r.info.Backend = r.be.Name()
+	t0 := time.Now()
+	if err := r.be.Setup(ctx, spec); err != nil {
+		return fmt.Errorf("network setup: %w", err)
+	}
+	o.Log.Info("network ready", "agents", len(r.order), "took", time.Since(t0).Round(time.Millisecond))
+	if err := r.impair(); err != nil {
+		return err
+	}
+	if err := r.startCapture(ctx); err != nil {
+		return err
+	}
+	if err := r.writeTopology(); err != nil {
+		return err
+	}
+	if err := r.writeConfigs(); err != nil {
+		return err
+	}
+	r.start = time.Now()
+	for rep := 0; rep < e.Replicas; rep++ {
+		r.clocks = append(r.clocks, results.NewPaperClock(e.TimeScale, r.start.UnixNano()))
+	}
+	r.info.PaperSeconds = o.Duration.Seconds()
+	r.info.ShardSeconds = (o.Duration / time.Duration(e.Replicas)).Seconds()
+	r.info.AgentsStartNS = r.start.UnixNano()
+	if err := results.WriteJSON(r.dir, results.RunFile, r.info); err != nil {
+		return err
+	}
+	for _, inst := range r.order {
+		if !r.agents[inst].spec.Later {
+			if err := r.startAgent(ctx, inst, ""); err != nil {
+				return err
+			}
+		}
+	}
+	if err := r.waitStarted(ctx); err != nil {
+		return err
+	}
+	return r.schedule(ctx)
+}
+
+func (r *run) event(ev eventlog.Event) {
+	if err := r.hlog.Write(ev); err != nil {
+		r.o.Log.Error("harness log", "err", err)
+	}
+	if r.cap != nil {
+		r.cap.Annotate(ev)
+	}
+}
+
+// credentials creates the run's CA and every member's key pair. Keys stay
+// in a private temporary directory; certificates go to the results.
+func (r *run) credentials() error {
+	dir, err := os.MkdirTemp("", "tokenbed-"+r.o.RunID+"-keys-")
+	if err != nil {
+		return err
+	}
+	r.keyDir = dir
+	if err := ca.Init(dir); err != nil {
+		return err
+	}
+	copyFile(filepath.Join(dir, ca.CACertFile), filepath.Join(r.dir, results.CADir, ca.CACertFile))
+	for _, inst := range r.order {
+		if err := ca.Issue(dir, inst); err != nil {
+			return err
+		}
+		copyFile(filepath.Join(dir, ca.CertFile(inst)), filepath.Join(r.dir, results.CADir, ca.CertFile(inst)))
+	}
+	return nil
+}
+
+// impair applies every direction's profile, scaled to network time, on
+// the queue toward its receiver, keyed by sender (netem.ApplySourceTree).
+func (r *run) impair() error {
+	r.trees = map[string]*netem.Tree{}
+	if r.o.Impair == ImpairNone {
+		return nil
+	}
+	if r.o.Impair == ImpairUserspace {
+		return r.impairUserspace()
+	}
+	if r.o.Impair != ImpairKernel {
+		return fmt.Errorf("impairment %q is not available with the %s backend", r.o.Impair, r.be.Name())
+	}
+	for _, inst := range r.order {
+		ar := r.agents[inst]
+		var srcs []netem.Dest
+		for _, other := range r.order {
+			oa := r.agents[other]
+			if oa.a.Replica != ar.a.Replica || other == inst {
+				continue
+			}
+			d, _ := r.e.Direction(oa.a.Name, ar.a.Name)
+			srcs = append(srcs, netem.Dest{Prefix: netip.PrefixFrom(oa.a.Addr, 32), Profile: experiments.ScaleNetwork(d.Profile, r.e.NetworkTimeScale)})
+		}
+		port, err := r.be.IngressPort(inst)
+		if err != nil {
+			return err
+		}
+		t, err := netem.ApplySourceTree(port.NS, port.Link, srcs)
+		if err != nil {
+			return fmt.Errorf("impairment toward %s: %w", inst, err)
+		}
+		r.trees[inst] = t
+	}
+	for _, d := range r.e.Directions {
+		r.event(eventlog.Event{Kind: eventlog.LinkProfile, Link: d.Key(), Profile: experiments.ScaleNetwork(d.Profile, r.e.NetworkTimeScale).String(), Detail: "paper: " + d.Text})
+	}
+	return nil
+}
+
+func (r *run) startCapture(ctx context.Context) error {
+	var ifs []capture.Interface
+	for _, inst := range r.order {
+		p, err := r.be.AgentPort(inst)
+		if err != nil {
+			return err
+		}
+		dev := p.Link
+		if d := r.capDev[inst]; d != "" {
+			dev = d
+		}
+		ifs = append(ifs, capture.Interface{Name: inst + "/" + dev, Device: dev, NetNSPath: p.NSPath,
+			Description: fmt.Sprintf("agent %s, %v:%d", inst, r.agents[inst].a.Addr, AgentPort)})
+	}
+	c, err := capture.Create(ctx, filepath.Join(r.dir, results.CaptureFile), capture.Config{Interfaces: ifs,
+		Comment: fmt.Sprintf("tokenbed run %s, experiment %s, seed %d", r.o.RunID, r.e.Name, r.e.Seed)})
+	if err != nil {
+		return fmt.Errorf("capture: %w", err)
+	}
+	r.cap = c
+	return nil
+}
+
+func (r *run) writeTopology() error {
+	var t results.Topology
+	t.Port = AgentPort
+	for _, inst := range r.order {
+		a := r.agents[inst].a
+		p, _ := r.be.AgentPort(inst)
+		where := p.Name
+		if where == "" {
+			where = filepath.Base(p.NSPath)
+		}
+		t.Agents = append(t.Agents, results.AgentInfo{Name: a.Name, Replica: a.Replica, Instance: inst,
+			Addr: netip.AddrPortFrom(a.Addr, AgentPort).String(), Namespace: where, Interface: p.Link,
+			Log: filepath.Join(results.LogsDir, inst+".jsonl")})
+	}
+	for _, d := range r.e.Directions {
+		t.Directions = append(t.Directions, results.DirectionInfo{From: d.From, To: d.To,
+			Profile: experiments.ScaleNetwork(d.Profile, r.e.NetworkTimeScale).String(), Paper: d.Text})
+	}
+	return results.WriteJSON(r.dir, results.TopologyFile, t)
+}
+
+// writeConfigs writes every agent's configuration file (in the key
+// directory: it names the keys).
+func (r *run) writeConfigs() error {
+	for _, inst := range r.order {
+		ar := r.agents[inst]
+		var b strings.Builder
+		fmt.Fprintf(&b, "name: %s\nlisten: %s\nca: %s\ncredentials: %s\nlog: %s\nrole: %s\nseed: %d\ntime_scale: %v\nnetwork_time_scale: %v\n",
+			inst, netip.AddrPortFrom(ar.a.Addr, AgentPort), filepath.Join(r.keyDir, ca.CACertFile), r.keyDir,
+			filepath.Join(r.absDir(), results.LogsDir, inst+".jsonl"), ar.spec.Role, r.e.Seed^hash(inst), r.e.TimeScale, r.e.NetworkTimeScale)
+		if d := ar.spec.Config.DropRate; d > 0 {
+			fmt.Fprintf(&b, "drop_rate: %v\n", d)
+		}
+		if f := ar.spec.Config.Fault; f != "" {
+			fmt.Fprintf(&b, "fault: %s\n", f)
+		}
+		if d := ar.spec.Config.DirectoryTTL; d > 0 {
+			fmt.Fprintf(&b, "directory_ttl: %s\n", d)
+		}
+		b.WriteString("peers:\n")
+		for _, other := range r.order {
+			oa := r.agents[other]
+			if other == inst || oa.a.Replica != ar.a.Replica || oa.spec.Later {
+				continue
+			}
+			fmt.Fprintf(&b, "  - {name: %s, addr: \"%s\"}\n", other, netip.AddrPortFrom(oa.a.Addr, AgentPort))
+		}
+		p := ar.spec.Config.Passing
+		b.WriteString("passing:\n")
+		writeDur(&b, "move_timeout", p.MoveTimeout)
+		writeDur(&b, "ack_timeout", p.AckTimeout)
+		writeDur(&b, "commit_timeout", p.CommitTimeout)
+		writeInt(&b, "move_retries", p.MoveRetries)
+		writeInt(&b, "ack_retries", p.AckRetries)
+		writeInt(&b, "commit_retries", p.CommitRetries)
+		if p.Linger != nil {
+			fmt.Fprintf(&b, "  linger: %s\n", *p.Linger)
+		}
+		rw := ar.spec.Config.RandomWalk
+		b.WriteString("randomwalk:\n")
+		writeDur(&b, "hold", rw.Hold)
+		writeDur(&b, "expected_return", rw.ExpectedReturn)
+		if rw.RegenerateAfter != nil {
+			fmt.Fprintf(&b, "  regenerate_after: %v\n", *rw.RegenerateAfter)
+		}
+		if rw.RegenerateJitter != nil {
+			fmt.Fprintf(&b, "  regenerate_jitter: %v\n", *rw.RegenerateJitter)
+		}
+		fmt.Fprintf(&b, "  generate_at_start: %v\n", ar.spec.Generate && ar.spec.Role == config.RoleRandomWalk)
+		wd := ar.spec.Config.Wandering
+		b.WriteString("wandering:\n")
+		writeDur(&b, "op", wd.Op)
+		writeDur(&b, "skip", wd.Skip)
+		writeDur(&b, "min", wd.Min)
+		writeDur(&b, "generate", wd.Generate)
+		if wd.NMax != 0 {
+			fmt.Fprintf(&b, "  nmax: %d\n", wd.NMax)
+		}
+		fmt.Fprintf(&b, "  generate_at_start: %v\n", ar.spec.Generate && ar.spec.Role == config.RoleWandering)
+		ar.cfgPath = filepath.Join(r.keyDir, inst+".yaml")
+		if err := os.WriteFile(ar.cfgPath, []byte(b.String()), 0o600); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func writeDur(b *strings.Builder, k string, d time.Duration) {
+	if d != 0 {
+		fmt.Fprintf(b, "  %s: %s\n", k, d)
+	}
+}
+
+func writeInt(b *strings.Builder, k string, v *int) {
+	if v != nil {
+		fmt.Fprintf(b, "  %s: %d\n", k, *v)
+	}
+}
+
+func hash(s string) uint64 {
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(s); i++ {
+		h = (h ^ uint64(s[i])) * 1099511628211
+	}
+	return h
+}
+
+func (r *run) absDir() string {
+	d, err := filepath.Abs(r.dir)
+	if err != nil {
+		return r.dir
+	}
+	return d
+}
+
+// startAgent starts (or restarts) an agent; join names the member to join
+// through (002 §3.2).
+func (r *run) startAgent(ctx context.Context, inst, join string) error {
+	ar := r.agents[inst]
+	args := []string{"run", "--config", ar.cfgPath}
+	if join != "" {
+		jaddr := netip.AddrPortFrom(r.agents[join].a.Addr, AgentPort)
+		args = append(args, "--join", join, "--peer", join+"="+jaddr.String())
+	}
+	stderr, err := os.OpenFile(filepath.Join(r.dir, results.LogsDir, inst+".stderr"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer stderr.Close()
+	p, err := r.be.Start(ctx, inst, backend.Cmd{Path: r.o.AgentBin, Args: args, Env: []string{"GOTRACEBACK=crash", "GOMAXPROCS=1"}, Stdout: stderr, Stderr: stderr})
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	ar.proc, ar.running = p, true
+	if ar.tail == nil {
+		ar.tail = newTailer(filepath.Join(r.dir, results.LogsDir, inst+".jsonl"))
+	}
+	r.mu.Unlock()
+	go func() {
+		code, sig, err := p.Wait()
+		r.mu.Lock()
+		if ar.proc == p {
+			ar.running = false
+		}
+		r.mu.Unlock()
+		detail := fmt.Sprintf("exit status %d", code)
+		if sig != 0 {
+			detail = fmt.Sprintf("killed by signal %d (%v)", int(sig), sig)
+		}
+		if err != nil {
+			detail = err.Error()
+		}
+		r.event(eventlog.Event{Kind: eventlog.AgentExit, Peer: inst, Detail: detail})
+	}()
+	return nil
+}
+
+// waitStarted waits until every started agent has logged agent_started,
+// and fails with the agent's own words if one exits first.
+func (r *run) waitStarted(ctx context.Context) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		waiting := ""
+		for _, inst := range r.order {
+			ar := r.agents[inst]
+			if ar.proc == nil {
+				continue
+			}
+			started := false
+			f, err := os.Open(filepath.Join(r.dir, results.LogsDir, inst+".jsonl"))
+			if err == nil {
+				b := make([]byte, 4096)
+				n, _ := f.Read(b)
+				f.Close()
+				started = strings.Contains(string(b[:n]), `"kind":"agent_started"`)
+			}
+			r.mu.Lock()
+			running := ar.running
+			r.mu.Unlock()
+			if !started && !running {
+				msg, _ := os.ReadFile(filepath.Join(r.dir, results.LogsDir, inst+".stderr"))
+				return fmt.Errorf("agent %s exited at start: %s", inst, strings.TrimSpace(string(msg)))
+			}
+			if !started {
+				waiting = inst
+			}
+		}
+		if waiting == "" {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("agent %s did not start within 30 s", waiting)
+		}
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// cleanup stops the agents (SIGTERM, then SIGKILL), the capture, and
+// removes everything the run created on the host.
+func (r *run) cleanup() error {
+	var errs []error
+	r.mu.Lock()
+	var procs []backend.Process
+	for _, ar := range r.agents {
+		if ar.proc != nil && ar.running {
+			procs = append(procs, ar.proc)
+		}
+	}
+	r.mu.Unlock()
+	for _, p := range procs {
+		p.Signal(syscall.SIGTERM)
+	}
+	deadline := time.After(5 * time.Second)
+	for _, p := range procs {
+		done := make(chan struct{})
+		go func() { p.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-deadline:
+			p.Signal(syscall.SIGKILL)
+		}
+	}
+	if r.hlog != nil {
+		r.event(eventlog.Event{Kind: eventlog.RunFinished, Detail: fmt.Sprintf("%d passes, %d faults injected", r.passes, r.faults)})
+	}
+	if r.eng != nil {
+		st := r.eng.Stats()
+		if u := st.Unintended(); u > 0 {
+			r.o.Log.Warn("userspace engine: drops the profiles did not ask for", "count", u, "stats", fmt.Sprintf("%+v", st))
+			r.event(eventlog.Event{Kind: eventlog.HarnessNotice, Reason: "engine_unintended_drops", Detail: fmt.Sprintf("%d: %+v", u, st)})
+		}
+		if err := r.eng.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("userspace engine: %w", err))
+		}
+		r.eng = nil
+	}
+	if r.cap != nil {
+		st, err := r.cap.Stop()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("capture: %w", err))
+		}
+		if d := st.Drops(); d > 0 {
+			r.o.Log.Warn("capture dropped packets", "drops", d)
+		}
+		r.cap = nil
+	}
+	if r.be != nil {
+		if err := r.be.Teardown(context.Background()); err != nil {
+			errs = append(errs, err)
+		}
+		r.be = nil
+	}
+	if r.keyDir != "" {
+		os.RemoveAll(r.keyDir)
+		r.keyDir = ""
+	}
+	if r.hfile != nil {
+		r.hfile.Close()
+		r.hfile = nil
+	}
+	for _, ar := range r.agents {
+		if ar.tail != nil {
+			ar.tail.close()
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func copyFile(src, dst string) error {
+	b, err := os.ReadFile(src)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(dst, b, 0o644)
+}
+
+func gitRevision() string {
+	out, err := exec.Command("git", "rev-parse", "--short=12", "HEAD").Output()
+	if err != nil {
+		return "unknown"
+	}
+	rev := strings.TrimSpace(string(out))
+	if out, err := exec.Command("git", "status", "--porcelain", "--untracked-files=no").Output(); err == nil && len(out) > 0 {
+		rev += "-dirty"
+	}
+	return rev
+}
+
+func kernelRelease() string {
+	var u unix.Utsname
+	if err := unix.Uname(&u); err != nil {
+		return "unknown"
+	}
+	return unix.ByteSliceToString(u.Release[:]) + " " + unix.ByteSliceToString(u.Version[:])
+}
+
+// Run registry: /run/tokenbed/RUNID holds the harness's PID, so that
+// harness clean removes only the leftovers of runs whose harness is gone.
+const registryDir = "/run/tokenbed"
+
+func registerRun(id string) error {
+	if err := os.MkdirAll(registryDir, 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(registryDir, id), []byte(fmt.Sprint(os.Getpid())), 0o644)
+}
+
+func unregisterRun(id string) { os.Remove(filepath.Join(registryDir, id)) }
+
+// LiveRuns returns the run IDs whose harness process is still alive.
+func LiveRuns() map[string]bool {
+	live := map[string]bool{}
+	ents, _ := os.ReadDir(registryDir)
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join(registryDir, e.Name()))
+		if err != nil {
+			continue
+		}
+		var pid int
+		fmt.Sscan(string(b), &pid)
+		if pid > 0 && syscall.Kill(pid, 0) == nil {
+			live[e.Name()] = true
+		} else {
+			os.Remove(filepath.Join(registryDir, e.Name()))
+		}
+	}
+	return live
+}
+
+// keyDirPattern matches the private key directories of runs.
+func keyDirPattern(runID string) string {
+	if runID == "" {
+		runID = "tb*"
+	}
+	return filepath.Join(os.TempDir(), "tokenbed-"+runID+"-keys-*")
+}
+
+// Abandon tidies after a run whose harness could not (it was killed, or
+// its User Mode Linux instance was): it removes the run's key directory
+// and marks run.json as interrupted if it still says running. It returns
+// what it removed.
+func Abandon(resultsRoot, runID, why string) []string {
+	dirs, _ := filepath.Glob(keyDirPattern(runID))
+	for _, d := range dirs {
+		os.RemoveAll(d)
+	}
+	dir := filepath.Join(resultsRoot, runID)
+	var info results.RunInfo
+	if results.ReadJSON(dir, results.RunFile, &info) == nil && info.Status == "running" {
+		info.Status, info.Error, info.Finished = "interrupted", why, time.Now().UTC()
+		results.WriteJSON(dir, results.RunFile, info)
+	}
+	return dirs
+}
+
+// StaleKeyDirs removes the key directories of runs whose harness is gone.
+func StaleKeyDirs(live map[string]bool) []string {
+	dirs, _ := filepath.Glob(keyDirPattern(""))
+	var removed []string
+	for _, d := range dirs {
+		id := strings.TrimPrefix(filepath.Base(d), "tokenbed-")
+		id, _, _ = strings.Cut(id, "-")
+		if backend.ValidRunID(id) && !live[id] {
+			os.RemoveAll(d)
+			removed = append(removed, d)
+		}
+	}
+	return removed
+}

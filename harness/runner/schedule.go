@@ -1,0 +1,442 @@
+package runner
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"os"
+	"sort"
+	"syscall"
+	"time"
+
+	"tokenbed/agent/eventlog"
+	"tokenbed/experiments"
+	"tokenbed/harness/backend"
+	"tokenbed/netem"
+)
+
+// A pending action of the nemesis (an outage's end) at a wall time.
+type pending struct {
+	at time.Time
+	do func()
+}
+
+// shardStep is a schedule step placed in the replica whose shard of the
+// paper timeline contains it, at an offset into that shard.
+type shardStep struct {
+	experiments.Step
+	replica int
+	offset  time.Duration
+}
+
+// schedule runs the paper timeline. With R replicas the timeline is cut
+// into R consecutive shards of equal paper length, run side by side: each
+// replica replays its shard, and each step happens in the replica whose
+// shard contains it. A replica's position in paper time comes from its
+// PaperClock (holds stretched back by the time scale, network time at real
+// speed), so faults land where they would in paper time whatever the
+// network's latency. A replica whose shard is done is stopped; the run
+// ends when all are, or on cancellation.
+func (r *run) schedule(ctx context.Context) error {
+	e := r.e
+	R := e.Replicas
+	shard := r.o.Duration / time.Duration(R)
+	r.shard = shard
+	var steps []shardStep
+	for _, s := range e.Schedule {
+		if s.At > r.o.Duration {
+			continue
+		}
+		rep := min(int(s.At/shard), R-1)
+		steps = append(steps, shardStep{Step: s, replica: rep, offset: s.At - time.Duration(rep)*shard})
+	}
+	done := make([]bool, R)
+	var later []pending
+	tick := time.NewTicker(25 * time.Millisecond)
+	defer tick.Stop()
+	lastProgress := time.Time{}
+	progressEvery := 10 * time.Second
+	if r.o.TTY {
+		progressEvery = 250 * time.Millisecond
+	}
+	for {
+		r.followLogs()
+		now := time.Now()
+		nowNS := now.UnixNano()
+		for len(later) > 0 && !later[0].at.After(now) {
+			p := later[0]
+			later = later[1:]
+			p.do()
+		}
+		// Steps whose replica reached their paper time, in order.
+		for i := 0; i < len(steps); {
+			st := steps[i]
+			if done[st.replica] || r.clocks[st.replica].At(nowNS) < st.offset {
+				i++
+				continue
+			}
+			steps = append(steps[:i], steps[i+1:]...)
+			ps, err := r.apply(ctx, st.Step, st.replica)
+			if err != nil {
+				return fmt.Errorf("schedule step %d (%s at %v): %w", st.Index, st.Action, st.At, err)
+			}
+			later = append(later, ps...)
+			sort.Slice(later, func(i, j int) bool { return later[i].at.Before(later[j].at) })
+		}
+		all := true
+		for rep := range done {
+			if !done[rep] && r.clocks[rep].At(nowNS) >= shard && len(later) == 0 {
+				r.finishReplica(rep)
+				done[rep] = true
+			}
+			all = all && done[rep]
+		}
+		if all {
+			r.followLogs()
+			r.progress(now, true)
+			return nil
+		}
+		if now.Sub(lastProgress) >= progressEvery {
+			r.progress(now, false)
+			lastProgress = now
+		}
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-tick.C:
+		}
+	}
+}
+
+// finishReplica stops a replica whose shard is done: SIGTERM, so that its
+// agents log the end of their run.
+func (r *run) finishReplica(rep int) {
+	r.event(eventlog.Event{Kind: eventlog.HarnessNotice, Reason: "replica_finished", Detail: fmt.Sprintf("replica %d reached the end of its shard", rep)})
+	var procs []backend.Process
+	r.mu.Lock()
+	for _, inst := range r.order {
+		ar := r.agents[inst]
+		if ar.a.Replica == rep && ar.running {
+			procs = append(procs, ar.proc)
+		}
+	}
+	r.mu.Unlock()
+	for _, p := range procs {
+		p.Signal(syscall.SIGTERM)
+	}
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+// apply carries out one step now; it returns the actions to do later.
+func (r *run) apply(ctx context.Context, s experiments.Step, rep int) ([]pending, error) {
+	switch s.Action {
+	case experiments.ActProfile:
+		for _, d := range r.dirs(s, rep) {
+			p := experiments.ScaleNetwork(*s.Profile, r.e.NetworkTimeScale)
+			if err := r.setProfile(d[0], d[1], p); err != nil {
+				return nil, err
+			}
+			r.event(eventlog.Event{Kind: eventlog.LinkProfile, Link: d[0] + ">" + d[1], Profile: p.String(), Detail: fmt.Sprintf("schedule step %d", s.Index)})
+		}
+		r.faults++
+	case experiments.ActOutage:
+		// 100% loss on the direction(s) for the outage's length, which is
+		// network time: it must outlast the passing retries.
+		length := time.Duration(float64(s.For) / r.e.NetworkTimeScale)
+		var restore []func()
+		for _, d := range r.dirs(s, rep) {
+			orig, _ := r.e.Direction(d[0], d[1])
+			base := experiments.ScaleNetwork(orig.Profile, r.e.NetworkTimeScale)
+			lossy := base
+			lossy.Loss = netem.Loss{Model: netem.LossRandom, Percent: 100}
+			if err := r.setProfile(d[0], d[1], lossy); err != nil {
+				return nil, err
+			}
+			link := d[0] + ">" + d[1]
+			r.event(eventlog.Event{Kind: eventlog.OutageStart, Link: link, Reason: "loss", Profile: lossy.String(),
+				Detail: fmt.Sprintf("schedule step %d, %v", s.Index, length)})
+			from, to := d[0], d[1]
+			restore = append(restore, func() {
+				if err := r.setProfile(from, to, base); err != nil {
+					r.o.Log.Error("outage end", "link", link, "err", err)
+				}
+				r.event(eventlog.Event{Kind: eventlog.OutageEnd, Link: link, Profile: base.String()})
+			})
+		}
+		r.faults++
+		at := time.Now().Add(length)
+		return []pending{{at: at, do: func() {
+			for _, f := range restore {
+				f()
+			}
+		}}}, nil
+	case experiments.ActCrash:
+		targets := r.targets(s.Agent, rep)
+		for _, inst := range targets {
+			r.mu.Lock()
+			ar := r.agents[inst]
+			running := ar.running
+			r.mu.Unlock()
+			if !running {
+				r.event(eventlog.Event{Kind: eventlog.HarnessNotice, Peer: inst, Reason: "crash_skipped", Detail: "agent not running"})
+				continue
+			}
+			held := r.heldBy(inst)
+			// Logged first: the crash event must precede whatever the
+			// analysis finds missing after it.
+			r.event(eventlog.Event{Kind: eventlog.AgentCrash, Peer: inst, Reason: "SIGKILL", Token: held,
+				Detail: fmt.Sprintf("schedule step %d (agent: %s)", s.Index, s.Agent)})
+			if err := ar.proc.Signal(syscall.SIGKILL); err != nil {
+				return nil, fmt.Errorf("crash %s: %w", inst, err)
+			}
+			ar.proc.Wait()
+			r.clocks[rep].Crash(inst, time.Now().UnixNano())
+		}
+		r.faults++
+	case experiments.ActLeave:
+		for _, inst := range r.targets(s.Agent, rep) {
+			ar := r.agents[inst]
+			r.event(eventlog.Event{Kind: eventlog.AgentLeave, Peer: inst, Detail: fmt.Sprintf("schedule step %d", s.Index)})
+			if ar.proc != nil {
+				ar.proc.Signal(syscall.SIGTERM)
+				ar.proc.Wait()
+			}
+		}
+	case experiments.ActRestart:
+		for _, inst := range r.targets(s.Agent, rep) {
+			r.mu.Lock()
+			running := r.agents[inst].running
+			r.mu.Unlock()
+			if running {
+				return nil, fmt.Errorf("restart %s: it is running", inst)
+			}
+			r.event(eventlog.Event{Kind: eventlog.AgentRestart, Peer: inst, Detail: fmt.Sprintf("schedule step %d", s.Index)})
+			if err := r.startAgent(ctx, inst, ""); err != nil {
+				return nil, err
+			}
+		}
+	case experiments.ActJoin:
+		for _, inst := range r.targets(s.Agent, rep) {
+			via := r.sameReplica(inst, s.Via)
+			r.event(eventlog.Event{Kind: eventlog.AgentJoin, Peer: inst, Detail: "via " + via})
+			if err := r.startAgent(ctx, inst, via); err != nil {
+				return nil, err
+			}
+		}
+	default:
+		return nil, fmt.Errorf("unknown action %q", s.Action)
+	}
+	return nil, nil
+}
+
+// dirs lists the instance directions a link step touches in replica rep.
+func (r *run) dirs(s experiments.Step, rep int) [][2]string {
+	from, to := instance(s.From, rep), instance(s.To, rep)
+	ds := [][2]string{{from, to}}
+	if s.Both {
+		ds = append(ds, [2]string{to, from})
+	}
+	return ds
+}
+
+func instance(name string, rep int) string {
+	if rep == 0 {
+		return name
+	}
+	return fmt.Sprintf("%s.r%d", name, rep)
+}
+
+func (r *run) sameReplica(inst, name string) string {
+	return instance(name, r.agents[inst].a.Replica)
+}
+
+// targets resolves an agent name to its instance in replica rep; "holder"
+// is the instance holding a token now, if any.
+func (r *run) targets(name string, rep int) []string {
+	if name != "holder" {
+		return []string{instance(name, rep)}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var holder string
+	for _, inst := range r.holders {
+		if r.agents[inst].a.Replica == rep && (holder == "" || inst < holder) {
+			holder = inst
+		}
+	}
+	if holder == "" {
+		return nil
+	}
+	return []string{holder}
+}
+
+func (r *run) heldBy(inst string) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for tok, h := range r.holders {
+		if h == inst {
+			return tok
+		}
+	}
+	return ""
+}
+
+// setProfile changes the direction from>to in place: the leaf for from's
+// address in the tree on the queue toward to.
+func (r *run) setProfile(from, to string, p netem.Profile) error {
+	if r.eng != nil {
+		return r.eng.SetProfile(r.agents[from].a.Addr, r.agents[to].a.Addr, p)
+	}
+	t := r.trees[to]
+	if t == nil {
+		if r.o.Impair == ImpairNone {
+			return fmt.Errorf("impairment none: cannot change %s>%s", from, to)
+		}
+		return fmt.Errorf("no impairment tree toward %s", to)
+	}
+	return t.Change(netip.PrefixFrom(r.agents[from].a.Addr, 32), p)
+}
+
+// followLogs reads what the agents wrote since the last call.
+func (r *run) followLogs() {
+	for _, inst := range r.order {
+		ar := r.agents[inst]
+		if ar.tail == nil {
+			continue
+		}
+		clock := r.clocks[ar.a.Replica]
+		ar.tail.read(func(e eventlog.Event) {
+			clock.Observe(e)
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			switch e.Kind {
+			case eventlog.TokenAcquired:
+				r.holders[e.Token] = inst
+			case eventlog.TokenReleased:
+				if r.holders[e.Token] == inst {
+					delete(r.holders, e.Token)
+				}
+			case eventlog.PassCompleted:
+				r.passes++
+			}
+		})
+	}
+	// A crashed agent holds nothing any more.
+	r.mu.Lock()
+	for tok, inst := range r.holders {
+		if !r.agents[inst].running {
+			delete(r.holders, tok)
+		}
+	}
+	r.mu.Unlock()
+}
+
+// progress prints the paper time replayed (summed over replicas), passes,
+// faults and the ETA at the current paper rate.
+func (r *run) progress(now time.Time, final bool) {
+	if r.o.Progress == nil {
+		return
+	}
+	var paper time.Duration
+	for _, c := range r.clocks {
+		paper += min(c.At(now.UnixNano()), r.shard)
+	}
+	elapsed := now.Sub(r.start)
+	eta := "?"
+	if paper > 0 {
+		rate := float64(paper) / float64(elapsed)
+		eta = time.Duration(float64(r.o.Duration-paper) / rate).Round(time.Second).String()
+	}
+	r.mu.Lock()
+	passes, faults := r.passes, r.faults
+	r.mu.Unlock()
+	line := fmt.Sprintf("paper time %s / %s (%.1f%%), %d passes, %d faults injected, wall %s, ETA %s",
+		fmtPaper(paper), fmtPaper(r.o.Duration), 100*float64(paper)/float64(r.o.Duration), passes, faults, elapsed.Round(time.Second), eta)
+	if r.o.TTY {
+		end := ""
+		if final {
+			end = "\n"
+		}
+		fmt.Fprintf(r.o.Progress, "\r\x1b[K%s%s", line, end)
+	} else {
+		fmt.Fprintln(r.o.Progress, line)
+	}
+	_ = writeProgress(r.dir, paper, passes, faults, final)
+}
+
+func fmtPaper(d time.Duration) string {
+	d = d.Round(time.Second)
+	days := d / (24 * time.Hour)
+	d -= days * 24 * time.Hour
+	if days > 0 {
+		return fmt.Sprintf("%dd%s", days, d)
+	}
+	return d.String()
+}
+
+// writeProgress keeps progress.json current, for long runs watched from
+// outside.
+func writeProgress(dir string, paper time.Duration, passes, faults int, final bool) error {
+	b, _ := json.Marshal(map[string]any{"paper_seconds": paper.Seconds(), "passes": passes, "faults": faults, "final": final, "at": time.Now().UTC()})
+	return os.WriteFile(dir+"/progress.json", append(b, '\n'), 0o644)
+}
+
+// tailer reads complete new lines of a growing log file. It keeps the
+// file open: under User Mode Linux every system call is expensive.
+type tailer struct {
+	path    string
+	f       *os.File
+	pending []byte // an incomplete last line
+	buf     []byte
+}
+
+func newTailer(path string) *tailer { return &tailer{path: path, buf: make([]byte, 1<<16)} }
+
+func (t *tailer) read(fn func(eventlog.Event)) {
+	if t.f == nil {
+		f, err := os.Open(t.path)
+		if err != nil {
+			return
+		}
+		t.f = f
+	}
+	for {
+		n, err := t.f.Read(t.buf)
+		data := t.buf[:n]
+		for len(data) > 0 {
+			i := bytes.IndexByte(data, '\n')
+			if i < 0 {
+				t.pending = append(t.pending, data...)
+				break
+			}
+			line := data[:i+1]
+			if len(t.pending) > 0 {
+				line = append(t.pending, line...)
+				t.pending = t.pending[:0]
+			}
+			var e eventlog.Event
+			if json.Unmarshal(line, &e) == nil {
+				fn(e)
+			}
+			data = data[i+1:]
+		}
+		if n < len(t.buf) || err != nil {
+			return
+		}
+	}
+}
+
+func (t *tailer) close() {
+	if t.f != nil {
+		t.f.Close()
+		t.f = nil
+	}
+}

@@ -1,0 +1,220 @@
+package userspace
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"net"
+	"net/netip"
+	"os"
+	"slices"
+	"testing"
+	"time"
+
+	"tokenbed/harness/backend"
+	"tokenbed/harness/backend/nsbackend"
+	"tokenbed/netem"
+)
+
+// A real topology (the harness's network-namespace backend: a bridge and a
+// veth per agent), with the engine in front: per-destination delays, loss,
+// fail-closed, and nothing left behind.
+
+type lab struct {
+	t     *testing.T
+	be    *nsbackend.Backend
+	eng   *Engine
+	addrs map[string]netip.Addr
+	ports map[string]backend.Port
+}
+
+func newLab(t *testing.T, id string) *lab {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for network namespaces (make test runs as root)")
+	}
+	pfx := netip.MustParsePrefix("10.77.0.0/24")
+	l := &lab{t: t, be: nsbackend.New(), addrs: map[string]netip.Addr{}, ports: map[string]backend.Port{}}
+	var as []backend.Agent
+	for i, n := range []string{"A", "B", "C"} {
+		a := backend.Agent{Name: n, Instance: n, Addr: backend.AgentAddr(pfx, i)}
+		as = append(as, a)
+		l.addrs[n] = a.Addr
+	}
+	if err := l.be.Setup(context.Background(), backend.Spec{RunID: id, Replicas: [][]backend.Agent{as}, Prefixes: []netip.Prefix{pfx}}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if l.eng != nil {
+			l.eng.Close()
+		}
+		if err := l.be.Teardown(context.Background()); err != nil {
+			t.Error(err)
+		}
+		if left, _ := nsbackend.Leftovers(id); len(left) > 0 {
+			t.Errorf("namespaces left: %v", left)
+		}
+	})
+	l.eng = New(Config{RunID: id, Seed: 7})
+	for n, a := range l.addrs {
+		p, _ := l.be.AgentPort(n)
+		l.ports[n] = p
+		var peers []netip.Addr
+		for m, b := range l.addrs {
+			if m != n {
+				peers = append(peers, b)
+			}
+		}
+		if _, err := l.eng.Attach(p.NS, a, peers); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return l
+}
+
+func (l *lab) profile(from, to, s string) {
+	p, err := netem.Parse(s)
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	if err := l.eng.SetProfile(l.addrs[from], l.addrs[to], p); err != nil {
+		l.t.Fatal(err)
+	}
+}
+
+// socket opens a UDP socket bound to the agent's address in its namespace.
+func (l *lab) socket(agent string, port int) *net.UDPConn {
+	var c *net.UDPConn
+	err := inNS(l.ports[agent].NS, func() (err error) {
+		c, err = net.ListenUDP("udp", &net.UDPAddr{IP: l.addrs[agent].AsSlice(), Port: port})
+		return err
+	})
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	l.t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func echo(c *net.UDPConn) {
+	go func() {
+		buf := make([]byte, 2048)
+		for {
+			n, from, err := c.ReadFromUDP(buf)
+			if err != nil {
+				return
+			}
+			c.WriteToUDP(buf[:n], from)
+		}
+	}()
+}
+
+func rttMedian(t *testing.T, c *net.UDPConn, to netip.AddrPort, n int) time.Duration {
+	var rtts []time.Duration
+	buf := make([]byte, 2048)
+	for i := 0; i < n; i++ {
+		t0 := time.Now()
+		if _, err := c.WriteToUDPAddrPort([]byte(fmt.Sprint("probe ", i)), to); err != nil {
+			t.Fatal(err)
+		}
+		c.SetReadDeadline(time.Now().Add(time.Second))
+		if _, _, err := c.ReadFromUDP(buf); err != nil {
+			t.Fatalf("probe %d to %v: %v", i, to, err)
+		}
+		rtts = append(rtts, time.Since(t0))
+	}
+	slices.Sort(rtts)
+	return rtts[len(rtts)/2]
+}
+
+func TestPerDestinationDelayAndLoss(t *testing.T) {
+	l := newLab(t, "tbe11a01")
+	l.profile("A", "B", "delay 5ms")
+	l.profile("B", "A", "delay 5ms")
+	l.profile("A", "C", "delay 40ms")
+	l.profile("C", "A", "delay 40ms")
+	l.profile("B", "C", "delay 1ms")
+	l.profile("C", "B", "delay 1ms")
+	if err := l.eng.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	a := l.socket("A", 9000)
+	echo(l.socket("B", 9000))
+	echo(l.socket("C", 9000))
+	rb := rttMedian(t, a, netip.AddrPortFrom(l.addrs["B"], 9000), 30)
+	rc := rttMedian(t, a, netip.AddrPortFrom(l.addrs["C"], 9000), 30)
+	t.Logf("RTT median: to B %v (2×5 ms), to C %v (2×40 ms); engine bias %v", rb, rc, time.Duration(l.eng.Stats().BiasNS))
+	if rb < 10*time.Millisecond || rb > 11*time.Millisecond {
+		t.Errorf("RTT to B %v, want 10–11 ms", rb)
+	}
+	if rc < 80*time.Millisecond || rc > 81*time.Millisecond {
+		t.Errorf("RTT to C %v, want 80–81 ms", rc)
+	}
+
+	// Loss changed at run time, one way: 20% from A to B.
+	l.profile("A", "B", "loss 20%")
+	b := l.socket("B", 9100)
+	const n = 3000
+	count := make(chan int)
+	go func() { // read while sending: the socket buffer holds only a few hundred
+		got := 0
+		buf := make([]byte, 64)
+		for {
+			b.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
+			if _, _, err := b.ReadFromUDP(buf); err != nil {
+				count <- got
+				return
+			}
+			got++
+		}
+	}()
+	for i := 0; i < n; i++ {
+		a.WriteToUDPAddrPort([]byte("x"), netip.AddrPortFrom(l.addrs["B"], 9100))
+		if i%20 == 0 {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	got := <-count
+	sd := math.Sqrt(n * 0.2 * 0.8)
+	if lost := n - got; math.Abs(float64(lost)-n*0.2) > 4*sd {
+		t.Errorf("loss 20%%: %d of %d lost", lost, n)
+	}
+	st := l.eng.Stats()
+	if st.Unintended() != 0 {
+		t.Errorf("unintended drops: %+v", st)
+	}
+	t.Logf("A>B stats %+v", st.Directions[l.addrs["A"].String()+">"+l.addrs["B"].String()])
+}
+
+// If the engine dies, traffic stops rather than flowing unimpaired over
+// the bridge.
+func TestFailsClosed(t *testing.T) {
+	l := newLab(t, "tbe11a02")
+	l.profile("A", "B", "delay 5ms")
+	l.profile("B", "A", "delay 5ms")
+	if err := l.eng.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	a := l.socket("A", 9000)
+	b := l.socket("B", 9000)
+	// Alive: a datagram gets through.
+	a.WriteToUDPAddrPort([]byte("alive"), netip.AddrPortFrom(l.addrs["B"], 9000))
+	buf := make([]byte, 64)
+	b.SetReadDeadline(time.Now().Add(time.Second))
+	if _, _, err := b.ReadFromUDP(buf); err != nil {
+		t.Fatalf("engine alive: %v", err)
+	}
+	// The engine dies without tidying: its TUN devices go, the routes
+	// through them too; only the prohibit routes remain.
+	l.eng.mu.Lock()
+	for _, p := range l.eng.ports {
+		p.tun.Close()
+	}
+	l.eng.mu.Unlock()
+	time.Sleep(50 * time.Millisecond)
+	_, err := a.WriteToUDPAddrPort([]byte("after death"), netip.AddrPortFrom(l.addrs["B"], 9000))
+	b.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+	if n, _, rerr := b.ReadFromUDP(buf); rerr == nil {
+		t.Fatalf("a datagram (%q) flowed unimpaired after the engine died", buf[:n])
+	}
+	t.Logf("send after the engine died: %v (prohibit route)", err)
+}
