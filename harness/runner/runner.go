@@ -603,6 +603,16 @@ func (r *run) cleanup() error {
 	}
 	if r.eng != nil {
 		st := r.eng.Stats()
+		var delivered, late uint64
+		for _, d := range st.Directions {
+			delivered += d.Delivered
+			late += d.Late
+		}
+		// How faithful the emulator was: analysis reports it beside the
+		// latency figures.
+		summary := fmt.Sprintf("realtime=%v bias=%v delivered=%d late_over_1ms=%d", st.Realtime, time.Duration(st.BiasNS), delivered, late)
+		r.o.Log.Info("userspace engine", "summary", summary)
+		r.event(eventlog.Event{Kind: eventlog.HarnessNotice, Reason: "engine_summary", Detail: summary})
 		if u := st.Unintended(); u > 0 {
 			r.o.Log.Warn("userspace engine: drops the profiles did not ask for", "count", u, "stats", fmt.Sprintf("%+v", st))
 			r.event(eventlog.Event{Kind: eventlog.HarnessNotice, Reason: "engine_unintended_drops", Detail: fmt.Sprintf("%d: %+v", u, st)})

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"tokenbed/harness/backend"
 	"tokenbed/harness/backend/nsbackend"
 	"tokenbed/netem"
@@ -207,7 +209,8 @@ func TestFailsClosed(t *testing.T) {
 	// through them too; only the prohibit routes remain.
 	l.eng.mu.Lock()
 	for _, p := range l.eng.ports {
-		p.tun.Close()
+		unix.Close(p.fd) // the relay loses the device: epoll forgets it
+		p.fd = -1
 	}
 	l.eng.mu.Unlock()
 	time.Sleep(50 * time.Millisecond)
