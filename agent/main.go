@@ -22,6 +22,7 @@ package main
 
 import (
 	"context"
+	"crypto/ed25519"
 	crand "crypto/rand"
 	"encoding/binary"
 	"errors"
@@ -35,6 +36,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"tokenbed/agent/ca"
 	"tokenbed/agent/circulation"
@@ -238,8 +240,18 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 
 	rnd := rand.New(rand.NewPCG(r.Seed, 0x70ce2009))
 	var members []node.Member
+	verifier := ca.NewVerifier(cred.CA)
 	for i, p := range r.Peers {
-		members = append(members, node.Member{Name: p.Name, Addr: r.PeerAddrs[i]})
+		m := node.Member{Name: p.Name, Addr: r.PeerAddrs[i]}
+		if p.Certificate != "" {
+			key, err := peerKey(verifier, p)
+			if err != nil {
+				fmt.Fprintf(stderr, "agent: %s: peers[%d].certificate: %v\n", *cfgPath, i, err)
+				return exitUsage
+			}
+			m.Key = key
+		}
+		members = append(members, m)
 	}
 	var policy circulation.Policy
 	switch r.Role {
@@ -248,7 +260,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	default:
 		policy = randomwalk.New(r.RandomWalk)
 	}
-	n, err := node.New(node.Config{Name: r.Name, Addr: r.Listen, Key: cred.Key, Cert: cred.Cert, CA: ca.NewVerifier(cred.CA),
+	n, err := node.New(node.Config{Name: r.Name, Addr: r.Listen, Key: cred.Key, Cert: cred.Cert, CA: verifier,
 		Passing: r.Passing, Policy: policy, Peers: members, DirectoryTTL: r.DirectoryTTL, Rand: rnd})
 	if err != nil {
 		fmt.Fprintln(stderr, "agent:", err)
@@ -290,4 +302,22 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	}
 	_ = log.Write(eventlog.Event{Kind: eventlog.AgentStopping, Reason: reason, Detail: "rejected: " + strings.Join(rej, " ")})
 	return code
+}
+
+// peerKey reads a peer's certificate given at start, verifies it against
+// the CA (now: the agent's own clock, as when a certificate arrives) and
+// checks that it names the peer.
+func peerKey(v *ca.Verifier, p config.Peer) (ed25519.PublicKey, error) {
+	c, err := ca.LoadCert(p.Certificate)
+	if err != nil {
+		return nil, err
+	}
+	name, key, err := v.Verify(c.Raw, time.Now())
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", p.Certificate, err)
+	}
+	if name != p.Name {
+		return nil, fmt.Errorf("%s: certificate is for %q, not %q", p.Certificate, name, p.Name)
+	}
+	return key, nil
 }

@@ -159,7 +159,7 @@ func renderReport(s *Summary, exp *experiments.Experiment, plots []string) strin
 
 	p("\n## How to read these figures\n\n")
 	p(`- **Pass latency** is measured by the sender, from its first Move to the EarlyStop (or its last Commit), as 002 §3.1 defines it; a pass without loss takes two round trips.
-- **Paper time.** The hold (10 s per visit in the paper) is divided by the time scale, the network is not: paper time is wall time with every hold stretched back by the time scale. Replicas replay consecutive shards of the paper timeline side by side; figures are summed or pooled over them.
+- **Paper time.** The hold (10 s per visit in the paper) is divided by the time scale, the network is not: paper time is wall time with every hold stretched back by the time scale. Replicas replay consecutive shards of the paper timeline side by side; figures are summed or pooled over them. Replicas after the first stand for the middle of the paper's run and start with their peers' keys cached (002 §3); the first starts cold, as the paper's agents did, and pays each first contact (a Move dropped for an unknown key, one Move timeout).
 - **Return time** is the paper time between two successive hits of an agent; **hits** count acquisitions, pooled over replicas.
 - **Network failures tolerated**: passes that failed at the sender (Move retries used up), which kept the token. When the receiver got the Move and timed out waiting for the Commit, the failure was detected by the commit timeout, otherwise by the ack timeout.
 - **Token losses**: a token disappears when its holder crashes (002 §3.1 accepts it) or when a Commit never reaches its receiver; only the latter, or anything else, fails requirement (i).

@@ -30,6 +30,10 @@ var Roles = []string{RoleRandomWalk, RoleWandering}
 type Peer struct {
 	Name string `yaml:"name"`
 	Addr string `yaml:"addr"`
+	// Certificate, optional, is the peer's member certificate (PEM). Its
+	// key is verified against the CA and cached at start, as if the peer
+	// had already sent it piggybacked (002 §3): the agent starts warm.
+	Certificate string `yaml:"certificate"`
 }
 
 // Passing holds the passing operation's timeouts and retries (002 §3).

@@ -32,6 +32,10 @@ import (
 type Member struct {
 	Name string
 	Addr netip.AddrPort
+	// Key, when set, is the member's public key, already verified against
+	// the CA by the caller (a certificate given at start): it is cached
+	// as if the member had sent its certificate (002 §3).
+	Key ed25519.PublicKey
 }
 
 // Config is what a Node needs. Durations are real time.
@@ -155,6 +159,12 @@ func New(cfg Config) (*Node, error) {
 		}
 		if p.Name != cfg.Name {
 			n.dir[p.Name] = &member{addr: p.Addr}
+			if p.Key != nil {
+				if len(p.Key) != ed25519.PublicKeySize {
+					return nil, fmt.Errorf("peers: %s: key is not an Ed25519 public key", p.Name)
+				}
+				n.keys[p.Name] = p.Key
+			}
 		}
 	}
 	return n, nil

@@ -205,3 +205,36 @@ func FuzzReceive(f *testing.F) {
 		}
 	})
 }
+
+// A member whose key is given at start (a certificate the caller verified)
+// is known from the first datagram: its Move without a certificate is
+// answered at once. A wrong key given at start makes its datagrams fail
+// the signature check, not pass it.
+func TestMemberKeyGivenAtStart(t *testing.T) {
+	p := newPair(t)
+	tok := wire.TokenID{Gen: 42, Origin: "A"}
+	mk := func(key ed25519.PublicKey) *Node {
+		n, err := New(Config{Name: "B", Addr: p.addrB, Key: p.credB.Key, Cert: p.credB.Cert, CA: ca.NewVerifier(p.credB.CA), Passing: passing.DefaultConfig(),
+			Policy: rw(time.Hour, false), Peers: []Member{{Name: "A", Addr: p.addrA, Key: key}}, Rand: rand.New(rand.NewPCG(1, 2))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n.Start(p.now)
+		n.Ready()
+		return n
+	}
+	move := p.signed(wire.Datagram{Type: wire.Move, Token: tok, Session: 1, Nonce: 1}, p.addrA, p.addrB)
+	warm := mk(p.credA.Key.Public().(ed25519.PublicKey))
+	warm.Receive(p.now, p.addrA, move)
+	if r := warm.Ready(); len(r.Packets) != 1 {
+		t.Fatalf("a Move without certificate from a member known at start: %d replies, want its Ack", len(r.Packets))
+	}
+	wrong := mk(p.credB.Key.Public().(ed25519.PublicKey))
+	if reason, ok := p.rejectedBy(wrong, move, p.addrA); !ok || reason != "bad-signature" {
+		t.Errorf("a Move checked against a wrong key given at start: %q %v, want bad-signature", reason, ok)
+	}
+	if _, err := New(Config{Name: "B", Addr: p.addrB, Key: p.credB.Key, CA: ca.NewVerifier(p.credB.CA), Policy: rw(time.Hour, false),
+		Peers: []Member{{Name: "A", Addr: p.addrA, Key: ed25519.PublicKey{1, 2}}}, Rand: rand.New(rand.NewPCG(1, 2))}); err == nil {
+		t.Error("a truncated key given at start was accepted")
+	}
+}

@@ -592,8 +592,34 @@ func (r *instance) startAndWait(launched *time.Time, startErr chan<- error, exit
 	_ = unix.Kill(-pid, unix.SIGKILL)
 	r.reaped = true
 	r.mu.Unlock()
+	// A helper that was running when SIGKILL came takes a moment to die
+	// (under load, tens of milliseconds): Run returns only once the group
+	// is gone, so the caller finds the host as it was.
+	for deadline := time.Now().Add(5 * time.Second); groupRunning(pid) && time.Now().Before(deadline); {
+		time.Sleep(2 * time.Millisecond)
+	}
 	err := r.cmd.Wait()
 	exited <- exitInfo{state: r.cmd.ProcessState, err: err, at: at}
+}
+
+// groupRunning reports whether a process of group pgid is not yet dead
+// (zombies do not count: they no longer run).
+func groupRunning(pgid int) bool {
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	want := strconv.Itoa(pgid)
+	for _, p := range stats {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid pgrp ...; comm may hold spaces.
+		s := string(b)
+		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+		if len(f) >= 3 && f[2] == want && f[0] != "Z" && f[0] != "X" {
+			return true
+		}
+	}
+	return false
 }
 
 // killGroup sends SIGKILL to every process of the instance.

@@ -144,7 +144,8 @@ func TestPerDestinationDelayAndLoss(t *testing.T) {
 	echo(l.socket("C", 9000))
 	rb := rttMedian(t, a, netip.AddrPortFrom(l.addrs["B"], 9000), 30)
 	rc := rttMedian(t, a, netip.AddrPortFrom(l.addrs["C"], 9000), 30)
-	t.Logf("RTT median: to B %v (2×5 ms), to C %v (2×40 ms); engine bias %v", rb, rc, time.Duration(l.eng.Stats().BiasNS))
+	st := l.eng.Stats()
+	t.Logf("RTT median: to B %v (2×5 ms), to C %v (2×40 ms); engine bias %v, overshoot p50 %v p99 %v, realtime %v", rb, rc, time.Duration(st.BiasNS), time.Duration(st.OvershootP50NS), time.Duration(st.OvershootP99NS), st.Realtime)
 	if rb < 10*time.Millisecond || rb > 11*time.Millisecond {
 		t.Errorf("RTT to B %v, want 10–11 ms", rb)
 	}
@@ -180,7 +181,7 @@ func TestPerDestinationDelayAndLoss(t *testing.T) {
 	if lost := n - got; math.Abs(float64(lost)-n*0.2) > 4*sd {
 		t.Errorf("loss 20%%: %d of %d lost", lost, n)
 	}
-	st := l.eng.Stats()
+	st = l.eng.Stats()
 	if st.Unintended() != 0 {
 		t.Errorf("unintended drops: %+v", st)
 	}

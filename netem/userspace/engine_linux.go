@@ -10,6 +10,8 @@ import (
 	"net/netip"
 	"os"
 	"runtime"
+	"runtime/debug"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -54,9 +56,14 @@ type Engine struct {
 	closed  bool
 	done    chan struct{}
 	wg      sync.WaitGroup
-	// lateness of releases, for compensating the engine's own bias (ns,
-	// exponentially weighted).
-	bias atomic.Int64
+	// the relay's wake-up overshoot floor, which the timer is armed that
+	// much early to compensate (ns; see track).
+	bias  atomic.Int64
+	overs [256]int64 // the last wake-up overshoots (ns), a ring
+	nOver int
+	// The overshoot's median and 99th percentile over the same window,
+	// reported in Stats: how late the relay is beyond its floor.
+	overP50, overP99 atomic.Int64
 	// realtime is set when the relay thread got SCHED_FIFO.
 	realtime atomic.Bool
 
@@ -101,6 +108,10 @@ type Stats struct {
 	WriteErrors, NoRoute, ReadErrors uint64
 	BiasNS                           int64
 	Realtime                         bool // the relay thread runs SCHED_FIFO
+	// The relay's wake-up overshoot over its last 256 timed releases:
+	// the bias is its 10th percentile, so a packet leaves about
+	// OvershootP50−BiasNS late at the median.
+	OvershootP50NS, OvershootP99NS int64
 }
 
 // New returns an engine; Attach agents, set profiles, then Start.
@@ -304,7 +315,10 @@ type release struct {
 	to   *port
 	fd   int
 	data []byte
-	dir  *direction
+	// timed: released by the timer (due well after it was read), so its
+	// lateness measures the relay's wake-up overshoot.
+	timed bool
+	dir   *direction
 }
 
 type sendQueue struct {
@@ -339,6 +353,15 @@ func (q *sendQueue) Pop() any {
 func (e *Engine) loop(ports []*port, epfd int) {
 	defer e.wg.Done()
 	defer unix.Close(epfd)
+	defer func() {
+		// A bug here must not take the harness down before it removes
+		// what it created: the relay stops (fail closed: the prohibit
+		// routes stop the traffic) and the run reports the fault.
+		if v := recover(); v != nil {
+			e.readErrors.Add(1)
+			e.cfg.Log.Error("userspace netem: relay failed; traffic between agents stops", "panic", v, "stack", string(debug.Stack()))
+		}
+	}()
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	if err := unix.SchedSetAttr(0, &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: 10}, 0); err != nil {
@@ -352,7 +375,10 @@ func (e *Engine) loop(ports []*port, epfd int) {
 	var due []release
 	for {
 		n, err := unix.EpollWait(epfd, events, -1)
-		if err != nil && err != unix.EINTR {
+		if err == unix.EINTR {
+			continue // a signal (the Go runtime preempts with them)
+		}
+		if err != nil {
 			e.readErrors.Add(1)
 			e.cfg.Log.Error("userspace netem: epoll", "err", err)
 			return
@@ -420,12 +446,13 @@ func (e *Engine) enqueue(now time.Time, pkt []byte) {
 			d.stats.Reordered++
 		}
 		e.q.seq++
-		heap.Push(&e.q, release{at: o.At, seq: e.q.seq, to: to, data: data, dir: d})
+		timed := o.At.Sub(now) > time.Millisecond
+		heap.Push(&e.q, release{at: o.At, seq: e.q.seq, to: to, data: data, dir: d, timed: timed})
 		e.arm(o.At)
 		if o.Dup != nil {
 			d.stats.Duplicated++
 			e.q.seq++
-			heap.Push(&e.q, release{at: *o.Dup, seq: e.q.seq, to: to, data: append([]byte(nil), data...), dir: d})
+			heap.Push(&e.q, release{at: *o.Dup, seq: e.q.seq, to: to, data: append([]byte(nil), data...), dir: d, timed: timed})
 			e.arm(*o.Dup)
 		}
 	}
@@ -459,8 +486,9 @@ func (e *Engine) release(due []release) []release {
 			continue
 		}
 		sent := time.Now()
-		over := sent.Sub(r.at.Add(-bias)) // past the wake-up target
-		e.bias.Store(e.bias.Load() + (int64(over)-e.bias.Load())/64)
+		if r.timed {
+			e.track(sent.Sub(r.at.Add(-bias))) // past the wake-up target
+		}
 		e.mu.Lock()
 		r.dir.stats.Delivered++
 		if sent.Sub(r.at) > time.Millisecond {
@@ -469,6 +497,26 @@ func (e *Engine) release(due []release) []release {
 		e.mu.Unlock()
 	}
 	return due
+}
+
+// track sets the bias to the 10th percentile of the relay's last 256
+// wake-up overshoots, recomputed every 32. A mean would let the bursts of
+// lateness of a loaded machine pull the bias up, and then every packet of
+// a quiet moment would leave early: netem never releases a packet before
+// its time, so the bias may only cover the floor. Called by the relay
+// thread only.
+func (e *Engine) track(over time.Duration) {
+	e.overs[e.nOver%len(e.overs)] = int64(over)
+	e.nOver++
+	if e.nOver%32 != 0 || e.nOver < 64 {
+		return
+	}
+	w := e.overs[:min(e.nOver, len(e.overs))]
+	s := slices.Clone(w)
+	slices.Sort(s)
+	e.bias.Store(max(s[len(s)/10], 0))
+	e.overP50.Store(s[len(s)/2])
+	e.overP99.Store(s[len(s)*99/100])
 }
 
 // arm sets the timerfd to fire at t less the bias, unless it is already
@@ -494,7 +542,8 @@ func (e *Engine) Stats() Stats {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	s := Stats{Directions: map[string]DirStats{}, WriteErrors: e.writeErrors.Load(), NoRoute: e.noRoute.Load(),
-		ReadErrors: e.readErrors.Load(), BiasNS: e.bias.Load(), Realtime: e.realtime.Load()}
+		ReadErrors: e.readErrors.Load(), BiasNS: e.bias.Load(), Realtime: e.realtime.Load(),
+		OvershootP50NS: e.overP50.Load(), OvershootP99NS: e.overP99.Load()}
 	for k, d := range e.dirs {
 		s.Directions[k[0].String()+">"+k[1].String()] = d.stats
 	}
