@@ -26,6 +26,7 @@ type runFlags struct {
 	noAnalyze bool
 	cpu       int
 	replicas  int
+	timeScale float64
 }
 
 func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer, log *slog.Logger) int {
@@ -40,6 +41,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer, log *s
 	fs.DurationVar(&f.duration, "duration", 0, "run length in paper time (default: the experiment's)")
 	fs.BoolVar(&f.noAnalyze, "no-analyze", false, "do not analyze the results at the end")
 	fs.IntVar(&f.replicas, "replicas", 0, "run this many replicas of the topology, each replaying its share of the paper timeline (default: the experiment's)")
+	fs.Float64Var(&f.timeScale, "time-scale", 0, "application time scale (default: the experiment's); the distortion of compressed time is measured by comparing runs at several")
 	fs.IntVar(&f.cpu, "cpu", -1, "with --impair uml: pin the instance to this host CPU (-1: the first free)")
 	if err := fs.Parse(args); err != nil {
 		return exitUsage
@@ -61,6 +63,13 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer, log *s
 	}
 	if f.replicas > 0 {
 		e.Replicas = f.replicas
+	}
+	if f.timeScale < 0 {
+		fmt.Fprintln(stderr, "harness run: --time-scale must be positive")
+		return exitUsage
+	}
+	if f.timeScale > 0 {
+		e.TimeScale = f.timeScale
 	}
 	if f.duration < 0 {
 		fmt.Fprintln(stderr, "harness run: --duration must be positive")

@@ -36,6 +36,9 @@ func runInUML(ctx context.Context, f runFlags, expPath string, stdout, stderr io
 	if f.duration > 0 {
 		args = append(args, "--duration", f.duration.String())
 	}
+	if f.timeScale > 0 {
+		args = append(args, "--time-scale", fmt.Sprint(f.timeScale))
+	}
 	if f.replicas > 0 {
 		args = append(args, "--replicas", fmt.Sprint(f.replicas))
 	}

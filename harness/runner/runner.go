@@ -123,7 +123,8 @@ func Run(ctx context.Context, o Options) (dir string, err error) {
 			return "", err
 		}
 	}
-	r := &run{o: o, e: e, dir: dir, agents: map[string]*agentRun{}, holders: map[string]string{}}
+	r := &run{o: o, e: e, dir: dir, agents: map[string]*agentRun{}, holders: map[string]string{},
+		planned: map[[2]string]netem.Profile{}, outages: map[[2]string]int{}}
 	defer func() {
 		if p := recover(); p != nil {
 			r.cleanup()
@@ -144,19 +145,23 @@ type agentRun struct {
 }
 
 type run struct {
-	o      Options
-	e      *experiments.Experiment
-	dir    string
-	info   results.RunInfo
-	be     backend.Backend
-	hlog   *eventlog.Writer
-	hfile  *os.File
-	cap    *capture.Capture
-	keyDir string
-	trees  map[string]*netem.Tree // by instance: the tree on the queue toward it
-	eng    *userspace.Engine      // the userspace engine, when that is the path
-	capDev map[string]string      // device to capture per instance (default: its port's link)
-	start  time.Time
+	// The profile each direction (instances) has outside outages, and
+	// how many outages of it are on; the schedule's goroutine only.
+	planned map[[2]string]netem.Profile
+	outages map[[2]string]int
+	o       Options
+	e       *experiments.Experiment
+	dir     string
+	info    results.RunInfo
+	be      backend.Backend
+	hlog    *eventlog.Writer
+	hfile   *os.File
+	cap     *capture.Capture
+	keyDir  string
+	trees   map[string]*netem.Tree // by instance: the tree on the queue toward it
+	eng     *userspace.Engine      // the userspace engine, when that is the path
+	capDev  map[string]string      // device to capture per instance (default: its port's link)
+	start   time.Time
 
 	mu      sync.Mutex
 	agents  map[string]*agentRun

@@ -141,6 +141,12 @@ func (r *run) apply(ctx context.Context, s experiments.Step, rep int) ([]pending
 	case experiments.ActProfile:
 		for _, d := range r.dirs(s, rep) {
 			p := experiments.ScaleNetwork(*s.Profile, r.e.NetworkTimeScale)
+			r.planned[d] = p
+			if r.outages[d] > 0 {
+				// Applied when the outage ends.
+				r.event(eventlog.Event{Kind: eventlog.HarnessNotice, Link: d[0] + ">" + d[1], Reason: "profile_deferred", Profile: p.String(), Detail: fmt.Sprintf("schedule step %d: the direction is in an outage", s.Index)})
+				continue
+			}
 			if err := r.setProfile(d[0], d[1], p); err != nil {
 				return nil, err
 			}
@@ -149,23 +155,33 @@ func (r *run) apply(ctx context.Context, s experiments.Step, rep int) ([]pending
 		r.faults++
 	case experiments.ActOutage:
 		// 100% loss on the direction(s) for the outage's length, which is
-		// network time: it must outlast the passing retries.
+		// network time: it must outlast the passing retries. The outage
+		// ends on the profile the direction has then (a profile step may
+		// have come meanwhile), and overlapping outages of one direction
+		// end with the last.
 		length := time.Duration(float64(s.For) / r.e.NetworkTimeScale)
 		var restore []func()
 		for _, d := range r.dirs(s, rep) {
-			orig, _ := r.e.Direction(d[0], d[1])
-			base := experiments.ScaleNetwork(orig.Profile, r.e.NetworkTimeScale)
+			base, err := r.plannedProfile(d)
+			if err != nil {
+				return nil, err
+			}
 			lossy := base
 			lossy.Loss = netem.Loss{Model: netem.LossRandom, Percent: 100}
 			if err := r.setProfile(d[0], d[1], lossy); err != nil {
 				return nil, err
 			}
+			r.outages[d]++
 			link := d[0] + ">" + d[1]
 			r.event(eventlog.Event{Kind: eventlog.OutageStart, Link: link, Reason: "loss", Profile: lossy.String(),
 				Detail: fmt.Sprintf("schedule step %d, %v", s.Index, length)})
-			from, to := d[0], d[1]
 			restore = append(restore, func() {
-				if err := r.setProfile(from, to, base); err != nil {
+				if r.outages[d]--; r.outages[d] > 0 {
+					r.event(eventlog.Event{Kind: eventlog.OutageEnd, Link: link, Profile: lossy.String(), Detail: "another outage of this direction goes on"})
+					return
+				}
+				base := r.planned[d]
+				if err := r.setProfile(d[0], d[1], base); err != nil {
 					r.o.Log.Error("outage end", "link", link, "err", err)
 				}
 				r.event(eventlog.Event{Kind: eventlog.OutageEnd, Link: link, Profile: base.String()})
@@ -304,6 +320,27 @@ func (r *run) heldBy(inst string) string {
 		}
 	}
 	return ""
+}
+
+// plannedProfile is the profile direction d (instances from>to) has
+// outside outages: the experiment's for its agents, scaled to network
+// time, until a profile step changes it. A replica's instance is "A.r3"
+// while the experiment knows "A": look it up by agent name.
+func (r *run) plannedProfile(d [2]string) (netem.Profile, error) {
+	if p, ok := r.planned[d]; ok {
+		return p, nil
+	}
+	from, to := r.agents[d[0]], r.agents[d[1]]
+	if from == nil || to == nil {
+		return netem.Profile{}, fmt.Errorf("direction %s>%s: no such agents", d[0], d[1])
+	}
+	dir, ok := r.e.Direction(from.a.Name, to.a.Name)
+	if !ok {
+		return netem.Profile{}, fmt.Errorf("direction %s>%s: the experiment has no profile for %s>%s", d[0], d[1], from.a.Name, to.a.Name)
+	}
+	p := experiments.ScaleNetwork(dir.Profile, r.e.NetworkTimeScale)
+	r.planned[d] = p
+	return p, nil
 }
 
 // setProfile changes the direction from>to in place: the leaf for from's
