@@ -218,9 +218,11 @@ func Analyze(dir string) (*Summary, error) {
 	var firstBad *Loss
 	for i, l := range losses {
 		lo := LossOut{Token: l.Token, Cause: l.Cause, Agent: l.Agent, Session: l.Session, Explain: l.Explains, Detail: l.Detail}
-		lo.PaperS = h.paperAt(paper, l.Mono).Seconds()
+		lo.PaperS = h.paperAt(paper, l.Mono, l.Agent).Seconds()
 		s.Losses = append(s.Losses, lo)
-		if i == 0 {
+		// Replicas replay different shards side by side: the first loss
+		// in paper time need not be the first on the wall clock.
+		if i == 0 || lo.PaperS < s.FirstLossPaperS {
 			s.FirstLossPaperS = lo.PaperS
 		}
 		if !l.Explains {
@@ -388,11 +390,18 @@ func Analyze(dir string) (*Summary, error) {
 			s.Failures.AckTimeout++
 		}
 	}
+	// One outage of both directions logs two starts, for A>C and C>A, at
+	// the same moment and with the same detail: count outages, not
+	// directions.
+	outages := map[string]bool{}
 	for _, e := range h.harness {
 		if e.Kind == eventlog.OutageStart {
-			s.Outages++
+			ends := strings.SplitN(e.Link, ">", 2)
+			slices.Sort(ends)
+			outages[fmt.Sprintf("%s|%s|%d", e.Detail, strings.Join(ends, "-"), e.MonoNS/1e8)] = true
 		}
 	}
+	s.Outages = len(outages)
 	s.PaperSeconds = info.PaperSeconds
 
 	if err := writeOutputs(dir, s, exp, h, hs, paper, lat); err != nil {
@@ -420,12 +429,18 @@ func (s *Summary) Failed() []string {
 	return f
 }
 
-// paperAt is the paper time of a mono instant: that of the latest event
-// at or before it with a paper time.
-func (h *history) paperAt(paper map[int]time.Duration, mono int64) time.Duration {
+// paperAt is the paper time of a mono instant in agent's replica: that of
+// the replica's latest event at or before it with a paper time. (Other
+// replicas' events of the same instant are in other shards of the paper
+// timeline.)
+func (h *history) paperAt(paper map[int]time.Duration, mono int64, agent string) time.Duration {
+	rep := -1
+	if a := h.agents[agent]; a != nil {
+		rep = a.replica
+	}
 	i := sort.Search(len(h.evs), func(i int) bool { return h.evs[i].mono > mono })
 	for j := i - 1; j >= 0; j-- {
-		if p, ok := paper[j]; ok {
+		if p, ok := paper[j]; ok && (rep < 0 || h.agents[h.evs[j].agent].replica == rep) {
 			return p
 		}
 	}

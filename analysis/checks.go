@@ -287,12 +287,17 @@ func (h *history) paperTimes(info results.RunInfo) map[int]time.Duration {
 			cs = append(cs, crash{e.WallNS, e.Peer})
 		}
 	}
+	nominal := map[string]int64{}
+	for inst, a := range h.agents {
+		nominal[inst] = a.holdNS
+	}
 	out := map[int]time.Duration{}
 	for i, e := range h.evs {
 		ai := h.agents[e.agent]
 		c := clocks[ai.replica]
 		if c == nil {
 			c = results.NewPaperClock(scale, start)
+			c.Nominal = nominal
 			clocks[ai.replica] = c
 		}
 		for crashIdx < len(cs) && cs[crashIdx].wall <= e.wall {

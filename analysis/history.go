@@ -38,6 +38,7 @@ type ev struct {
 type agentInfo struct {
 	instance, name string
 	replica        int
+	holdNS         int64 // nominal hold, wall ns (0: unknown)
 	lastMono       int64
 	stopped        bool   // logged agent_stopping
 	stopReason     string // its reason
@@ -58,7 +59,7 @@ var kept = map[eventlog.Kind]bool{
 func readLogs(dir string, topo results.Topology) (*history, error) {
 	h := &history{agents: map[string]*agentInfo{}}
 	for _, a := range topo.Agents {
-		ai := &agentInfo{instance: a.Instance, name: a.Name, replica: a.Replica}
+		ai := &agentInfo{instance: a.Instance, name: a.Name, replica: a.Replica, holdNS: a.HoldNS}
 		h.agents[a.Instance] = ai
 		path := filepath.Join(dir, a.Log)
 		f, err := os.Open(path)

@@ -123,6 +123,11 @@ func renderReport(s *Summary, exp *experiments.Experiment, plots []string) strin
 	first := "none"
 	if len(s.Losses) > 0 {
 		l := s.Losses[0]
+		for _, o := range s.Losses {
+			if o.PaperS < l.PaperS {
+				l = o
+			}
+		}
 		first = fmt.Sprintf("at %.0f s (paper time): %s (%s)", l.PaperS, l.Cause, l.Agent)
 	}
 	p("| first token loss | after 1,792,498 s: the holder crashed | %s | | |\n", first)

@@ -73,6 +73,10 @@ type AgentInfo struct {
 	Namespace string `json:"namespace"` // network namespace or container name
 	Interface string `json:"interface"` // its interface toward the others
 	Log       string `json:"log"`       // relative to the results directory
+	// HoldNS is the agent's nominal hold in wall time (the configured
+	// paper hold divided by the time scale); 0 when its role has no fixed
+	// hold. PaperClock stretches holds up to it.
+	HoldNS int64 `json:"hold_ns,omitempty"`
 }
 
 // DirectionInfo is the profile applied from one agent to another.

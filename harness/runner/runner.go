@@ -261,8 +261,14 @@ func (r *run) run(ctx context.Context) (err error) {
 		return err
 	}
 	r.start = time.Now()
+	nominal := map[string]int64{}
+	for inst := range r.agents {
+		nominal[inst] = r.nominalHold(inst)
+	}
 	for rep := 0; rep < e.Replicas; rep++ {
-		r.clocks = append(r.clocks, results.NewPaperClock(e.TimeScale, r.start.UnixNano()))
+		c := results.NewPaperClock(e.TimeScale, r.start.UnixNano())
+		c.Nominal = nominal
+		r.clocks = append(r.clocks, c)
 	}
 	r.info.PaperSeconds = o.Duration.Seconds()
 	r.info.ShardSeconds = (o.Duration / time.Duration(e.Replicas)).Seconds()
@@ -376,6 +382,20 @@ func (r *run) startCapture(ctx context.Context) error {
 	return nil
 }
 
+// nominalHold is inst's configured hold in wall time (ns), or 0 when its
+// role has no fixed hold (the Wandering Token's holds vary).
+func (r *run) nominalHold(inst string) int64 {
+	spec := r.agents[inst].spec
+	if spec.Role != "" && spec.Role != config.RoleRandomWalk {
+		return 0
+	}
+	h := spec.Config.RandomWalk.Hold
+	if h == 0 {
+		h = 10 * time.Second // the agent's default (002 §3.3)
+	}
+	return int64(float64(h) / r.e.TimeScale)
+}
+
 func (r *run) writeTopology() error {
 	var t results.Topology
 	t.Port = AgentPort
@@ -388,7 +408,7 @@ func (r *run) writeTopology() error {
 		}
 		t.Agents = append(t.Agents, results.AgentInfo{Name: a.Name, Replica: a.Replica, Instance: inst,
 			Addr: netip.AddrPortFrom(a.Addr, AgentPort).String(), Namespace: where, Interface: p.Link,
-			Log: filepath.Join(results.LogsDir, inst+".jsonl")})
+			Log: filepath.Join(results.LogsDir, inst+".jsonl"), HoldNS: r.nominalHold(inst)})
 	}
 	for _, d := range r.e.Directions {
 		t.Directions = append(t.Directions, results.DirectionInfo{From: d.From, To: d.To,

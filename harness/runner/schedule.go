@@ -174,7 +174,7 @@ func (r *run) apply(ctx context.Context, s experiments.Step, rep int) ([]pending
 			r.outages[d]++
 			link := d[0] + ">" + d[1]
 			r.event(eventlog.Event{Kind: eventlog.OutageStart, Link: link, Reason: "loss", Profile: lossy.String(),
-				Detail: fmt.Sprintf("schedule step %d, %v", s.Index, length)})
+				Detail: fmt.Sprintf("schedule step %d, fault %d, %v", s.Index, r.faults+1, length)})
 			restore = append(restore, func() {
 				if r.outages[d]--; r.outages[d] > 0 {
 					r.event(eventlog.Event{Kind: eventlog.OutageEnd, Link: link, Profile: lossy.String(), Detail: "another outage of this direction goes on"})
