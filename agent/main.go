@@ -150,6 +150,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	caCert := fs.String("ca", "", "CA certificate file")
 	creds := fs.String("credentials", "", "directory with NAME.crt and NAME.key")
 	logPath := fs.String("log", "", "event log file, - for standard output")
+	rtPrio := fs.Int("rt-priority", 0, "run every thread SCHED_FIFO at this priority (1-99; 0: normal scheduling)")
 	seed := fs.Uint64("seed", 0, "random seed (0: pick one and log it)")
 	scale := fs.Float64("time-scale", 0, "divide every duration by this factor (compressed time)")
 	netScale := fs.Float64("network-time-scale", 0, "divide the passing timeouts by this factor instead (default: time-scale)")
@@ -265,6 +266,13 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintln(stderr, "agent:", err)
 		return exitUsage
+	}
+	if *rtPrio != 0 {
+		if err := realtime(*rtPrio); err != nil {
+			// Not fatal: the agent is correct at any priority; only its
+			// latency under CPU contention suffers.
+			fmt.Fprintf(stderr, "agent: --rt-priority %d not granted, running at normal priority: %v\n", *rtPrio, err)
+		}
 	}
 	udp, err := driver.ListenUDP(r.Listen)
 	if err != nil {

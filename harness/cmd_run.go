@@ -27,6 +27,7 @@ type runFlags struct {
 	cpu       int
 	replicas  int
 	timeScale float64
+	rtPrio    int
 }
 
 func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer, log *slog.Logger) int {
@@ -42,6 +43,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer, log *s
 	fs.BoolVar(&f.noAnalyze, "no-analyze", false, "do not analyze the results at the end")
 	fs.IntVar(&f.replicas, "replicas", 0, "run this many replicas of the topology, each replaying its share of the paper timeline (default: the experiment's)")
 	fs.Float64Var(&f.timeScale, "time-scale", 0, "application time scale (default: the experiment's); the distortion of compressed time is measured by comparing runs at several")
+	fs.IntVar(&f.rtPrio, "rt-priority", 5, "run the agents SCHED_FIFO at this priority, below the userspace engine's relay (10), as dedicated hosts would run them (0: normal scheduling)")
 	fs.IntVar(&f.cpu, "cpu", -1, "with --impair uml: pin the instance to this host CPU (-1: the first free)")
 	if err := fs.Parse(args); err != nil {
 		return exitUsage
@@ -63,6 +65,10 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer, log *s
 	}
 	if f.replicas > 0 {
 		e.Replicas = f.replicas
+	}
+	if f.rtPrio < 0 || f.rtPrio > 99 {
+		fmt.Fprintln(stderr, "harness run: --rt-priority must be in 0..99")
+		return exitUsage
 	}
 	if f.timeScale < 0 {
 		fmt.Fprintln(stderr, "harness run: --time-scale must be positive")
@@ -101,7 +107,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer, log *s
 		return runInUML(ctx, f, expPath, stdout, stderr, log)
 	}
 	dir, err := runner.Run(ctx, runner.Options{Experiment: e, ExperimentFile: expPath, ResultsRoot: f.results, RunID: f.runID,
-		Impair: impair, ImpairReason: why, AgentBin: f.agent, Duration: f.duration, Log: log, Progress: stderr, TTY: isTTY(stderr)})
+		Impair: impair, ImpairReason: why, AgentBin: f.agent, RTPriority: f.rtPrio, Duration: f.duration, Log: log, Progress: stderr, TTY: isTTY(stderr)})
 	fmt.Fprintf(stdout, "results: %s\n", dir)
 	if err != nil {
 		if ctx.Err() != nil {

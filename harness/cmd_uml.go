@@ -36,6 +36,7 @@ func runInUML(ctx context.Context, f runFlags, expPath string, stdout, stderr io
 	if f.duration > 0 {
 		args = append(args, "--duration", f.duration.String())
 	}
+	args = append(args, "--rt-priority", fmt.Sprint(f.rtPrio))
 	if f.timeScale > 0 {
 		args = append(args, "--time-scale", fmt.Sprint(f.timeScale))
 	}
