@@ -299,6 +299,7 @@ func Analyze(dir string) (*Summary, error) {
 					}
 				}
 				check("mean", d.RescaledMeanS, c.Mean)
+				check("p50", d.Latency.P50*s.NetworkTimeScale, c.P50)
 				check("p99", d.RescaledP99S, c.P99)
 			}
 		}

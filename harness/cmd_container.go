@@ -62,9 +62,11 @@ func needsImpairment(e *experiments.Experiment) string {
 // containerImpairment resolves the impairment path for the container
 // backend. Containers share the host's kernel: kernel netem works where
 // the host has sch_netem (a tree on each pod's host-side veth, see
-// ctrbackend.IngressPort); User Mode Linux cannot host Docker; the
-// userspace engine attaches at ctrbackend.UserspaceTarget once it lands.
-// Nothing that needs impairment runs without it.
+// ctrbackend.IngressPort); where it lacks it, the userspace engine
+// attaches a TUN relay inside each pod's namespace (the pod holder owns
+// it for the whole run, so the engine survives agent crashes and
+// restarts); User Mode Linux cannot host Docker. Nothing that needs
+// impairment runs without it.
 func containerImpairment(flag, resolved, why string, e *experiments.Experiment, runID string) (string, string, error) {
 	need := needsImpairment(e)
 	noKernel := func(cerr error) error {
@@ -72,7 +74,7 @@ func containerImpairment(flag, resolved, why string, e *experiments.Experiment, 
 		if need != "" {
 			what = "the experiment needs impairment (" + need + ")"
 		}
-		return fmt.Errorf("the host kernel lacks sch_netem (%v), and containers share the host's kernel: the container backend cannot impair here until the userspace engine lands; %s, or use --backend netns (it runs the experiment inside User Mode Linux, whose kernel has netem)", cerr, what)
+		return fmt.Errorf("the host kernel lacks sch_netem (%v), containers share the host's kernel, and the userspace engine cannot run here (no /dev/net/tun); %s, or use --backend netns --impair uml (User Mode Linux has netem)", cerr, what)
 	}
 	switch flag {
 	case runner.ImpairAuto:
@@ -87,7 +89,7 @@ func containerImpairment(flag, resolved, why string, e *experiments.Experiment, 
 			return "", "", fmt.Errorf("netem pre-flight: %w", cerr)
 		}
 		if userspaceAvailable() {
-			return "", "", fmt.Errorf("the experiment needs impairment (%s) and the host kernel lacks sch_netem; the userspace engine is not wired to containers yet (it will attach at ctrbackend.(*Backend).UserspaceTarget): use --backend netns", need)
+			return runner.ImpairUserspace, "the host kernel lacks sch_netem (" + cerr.Error() + "); using the userspace engine inside each container's namespace", nil
 		}
 		return "", "", noKernel(cerr)
 	case runner.ImpairKernel:
@@ -106,7 +108,10 @@ func containerImpairment(flag, resolved, why string, e *experiments.Experiment, 
 	case runner.ImpairUML:
 		return "", "", errors.New("--impair uml runs the whole experiment inside User Mode Linux, where no Docker engine runs: use --backend netns --impair uml")
 	case runner.ImpairUserspace:
-		return "", "", errors.New("--impair userspace: the userspace engine is not wired to the container backend yet (it will attach at ctrbackend.(*Backend).UserspaceTarget): use --backend netns")
+		if !userspaceAvailable() {
+			return "", "", errors.New("--impair userspace: /dev/net/tun is not usable here (load the tun module), so the userspace engine cannot run")
+		}
+		return resolved, why, nil
 	}
 	return "", "", fmt.Errorf("--impair %q: want auto, kernel, userspace, uml or none", flag)
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"tokenbed/agent/ca"
+	"tokenbed/harness/backend/ctrbackend/ctrtest"
 )
 
 // agentBin is the static agent, built once for the package's tests.
@@ -53,6 +54,7 @@ func requireRoot(t testing.TB) {
 func requireDocker(t testing.TB) {
 	t.Helper()
 	requireRoot(t)
+	ctrtest.Serialize(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	prov, err := Connect(ctx, nil)
