@@ -354,6 +354,9 @@ func Analyze(dir string) (*Summary, error) {
 		val.Detail = "no capture: acquisitions cannot be validated"
 	} else if !val.Pass {
 		val.Detail = fmt.Sprintf("%d of %d acquisitions without a verified Commit in the capture; first: %s", len(s.Unvalidated), acqs, s.Unvalidated[0])
+		if n := cf.totalDrops(); n > 0 {
+			val.Detail += fmt.Sprintf("; the capture itself dropped %d packets (%s): a Commit may be missing from the capture, not from the network", n, cf.dropList())
+		}
 	}
 	s.Requirements["validation"] = val
 

@@ -1,6 +1,7 @@
 package analysis
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"encoding/xml"
@@ -11,8 +12,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gopacket/gopacket"
+	"github.com/gopacket/gopacket/pcapgo"
 
 	"tokenbed/agent/wire"
 	"tokenbed/experiments"
@@ -185,6 +188,78 @@ func TestCatchesAcquisitionWithoutCommit(t *testing.T) {
 		}
 	}
 	checkBundle(t, dir, v.Bundle, "")
+}
+
+// When the capture itself reported drops, a missing Commit is still a
+// failure, but the detail says the capture may be what lost it.
+func TestValidationNamesCaptureDrops(t *testing.T) {
+	dir := run(t, "", "10ms", "20ms")
+	capPath := filepath.Join(dir, results.CaptureFile)
+	if err := dropCommits(capPath, 3); err != nil {
+		t.Fatal(err)
+	}
+	if s := analyze(t, dir); strings.Contains(s.Requirements["validation"].Detail, "capture itself dropped") {
+		t.Fatalf("no drops recorded, yet the detail blames the capture: %s", s.Requirements["validation"].Detail)
+	}
+	if err := addCaptureDrops(capPath, 0, 7); err != nil {
+		t.Fatal(err)
+	}
+	v := analyze(t, dir).Requirements["validation"]
+	if v.Pass || !strings.Contains(v.Detail, "the capture itself dropped 7 packets") {
+		t.Fatalf("validation %+v: want a failure naming the capture's 7 drops", v)
+	}
+}
+
+// addCaptureDrops rewrites a capture with an interface statistics block
+// saying interface iface dropped n packets, as capture.Stop writes one.
+func addCaptureDrops(path string, iface int, n uint64) error {
+	in, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	r, err := pcapgo.NewNgReader(bytes.NewReader(in), pcapgo.DefaultNgReaderOptions)
+	if err != nil {
+		return err
+	}
+	var pkts [][]byte
+	var cis []gopacket.CaptureInfo
+	for {
+		data, ci, err := r.ReadPacketData()
+		if err != nil {
+			break
+		}
+		pkts, cis = append(pkts, data), append(cis, ci)
+	}
+	out, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer out.Close()
+	var w *pcapgo.NgWriter
+	for i := 0; ; i++ {
+		ifc, err := r.Interface(i)
+		if err != nil {
+			break
+		}
+		if i == 0 {
+			w, err = pcapgo.NewNgWriterInterface(out, ifc, pcapgo.NgWriterOptions{})
+		} else {
+			_, err = w.AddInterface(ifc)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	for i := range pkts {
+		if err := w.WritePacket(cis[i], pkts[i]); err != nil {
+			return err
+		}
+	}
+	st := pcapgo.NgInterfaceStatistics{LastUpdate: time.Now(), PacketsReceived: uint64(len(pkts)), PacketsDropped: n}
+	if err := w.WriteInterfaceStats(iface, st); err != nil {
+		return err
+	}
+	return w.Flush()
 }
 
 func checkBundle(t *testing.T, dir, bundle, token string) {

@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"time"
 
@@ -49,6 +50,9 @@ type captureFacts struct {
 	firstWall     int64
 	lastWall      int64
 	keyErrs       []string
+	// drops: packets the capture's kernel ring dropped, per agent
+	// instance (pcapng interface statistics, isb_drops).
+	drops map[string]uint64
 }
 
 type obsKey struct {
@@ -58,7 +62,7 @@ type obsKey struct {
 
 // readCapture streams capture.pcapng once.
 func readCapture(dir string, topo results.Topology, logical func(string) string) (*captureFacts, error) {
-	cf := &captureFacts{verified: map[commitKey]bool{}, badSig: map[commitKey]bool{}, lostByLink: map[string]int{}, sentByLink: map[string]int{}}
+	cf := &captureFacts{verified: map[commitKey]bool{}, badSig: map[commitKey]bool{}, lostByLink: map[string]int{}, sentByLink: map[string]int{}, drops: map[string]uint64{}}
 	path := filepath.Join(dir, results.CaptureFile)
 	f, err := os.Open(path)
 	if os.IsNotExist(err) {
@@ -69,7 +73,17 @@ func readCapture(dir string, topo results.Topology, logical func(string) string)
 	}
 	defer f.Close()
 	cf.present = true
-	r, err := pcapgo.NewNgReader(f, pcapgo.DefaultNgReaderOptions)
+	// A Commit missing from the capture may be the capture's loss, not the
+	// network's: keep the drop counts the capture wrote at its end.
+	var r *pcapgo.NgReader
+	opts := pcapgo.DefaultNgReaderOptions
+	opts.StatisticsCallback = func(id int, st pcapgo.NgInterfaceStatistics) {
+		if ifc, err := r.Interface(id); err == nil && st.PacketsDropped != pcapgo.NgNoValue64 {
+			inst, _, _ := strings.Cut(ifc.Name, "/")
+			cf.drops[inst] = st.PacketsDropped
+		}
+	}
+	r, err = pcapgo.NewNgReader(f, opts)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
@@ -200,4 +214,25 @@ func (cf *captureFacts) lostTotal() int {
 		n += v
 	}
 	return n
+}
+
+// totalDrops is the packets the capture dropped on every interface.
+func (cf *captureFacts) totalDrops() uint64 {
+	var n uint64
+	for _, d := range cf.drops {
+		n += d
+	}
+	return n
+}
+
+// dropList names the interfaces that dropped packets, "B1: 12, C0: 3".
+func (cf *captureFacts) dropList() string {
+	var l []string
+	for inst, d := range cf.drops {
+		if d > 0 {
+			l = append(l, fmt.Sprintf("%s: %d", inst, d))
+		}
+	}
+	sort.Strings(l)
+	return strings.Join(l, ", ")
 }
