@@ -6,96 +6,16 @@ import (
 	"math"
 	"net"
 	"net/netip"
-	"os"
 	"slices"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
-
-	"tokenbed/harness/backend"
-	"tokenbed/harness/backend/nsbackend"
-	"tokenbed/netem"
 )
 
-// A real topology (the harness's network-namespace backend: a bridge and a
-// veth per agent), with the engine in front: per-destination delays, loss,
-// fail-closed, and nothing left behind.
-
-type lab struct {
-	t     *testing.T
-	be    *nsbackend.Backend
-	eng   *Engine
-	addrs map[string]netip.Addr
-	ports map[string]backend.Port
-}
-
-func newLab(t *testing.T, id string) *lab {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root for network namespaces (make test runs as root)")
-	}
-	pfx := netip.MustParsePrefix("10.77.0.0/24")
-	l := &lab{t: t, be: nsbackend.New(), addrs: map[string]netip.Addr{}, ports: map[string]backend.Port{}}
-	var as []backend.Agent
-	for i, n := range []string{"A", "B", "C"} {
-		a := backend.Agent{Name: n, Instance: n, Addr: backend.AgentAddr(pfx, i)}
-		as = append(as, a)
-		l.addrs[n] = a.Addr
-	}
-	if err := l.be.Setup(context.Background(), backend.Spec{RunID: id, Replicas: [][]backend.Agent{as}, Prefixes: []netip.Prefix{pfx}}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if l.eng != nil {
-			l.eng.Close()
-		}
-		if err := l.be.Teardown(context.Background()); err != nil {
-			t.Error(err)
-		}
-		if left, _ := nsbackend.Leftovers(id); len(left) > 0 {
-			t.Errorf("namespaces left: %v", left)
-		}
-	})
-	l.eng = New(Config{RunID: id, Seed: 7})
-	for n, a := range l.addrs {
-		p, _ := l.be.AgentPort(n)
-		l.ports[n] = p
-		var peers []netip.Addr
-		for m, b := range l.addrs {
-			if m != n {
-				peers = append(peers, b)
-			}
-		}
-		if _, err := l.eng.Attach(p.NS, a, peers); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return l
-}
-
-func (l *lab) profile(from, to, s string) {
-	p, err := netem.Parse(s)
-	if err != nil {
-		l.t.Fatal(err)
-	}
-	if err := l.eng.SetProfile(l.addrs[from], l.addrs[to], p); err != nil {
-		l.t.Fatal(err)
-	}
-}
-
-// socket opens a UDP socket bound to the agent's address in its namespace.
-func (l *lab) socket(agent string, port int) *net.UDPConn {
-	var c *net.UDPConn
-	err := inNS(l.ports[agent].NS, func() (err error) {
-		c, err = net.ListenUDP("udp", &net.UDPAddr{IP: l.addrs[agent].AsSlice(), Port: port})
-		return err
-	})
-	if err != nil {
-		l.t.Fatal(err)
-	}
-	l.t.Cleanup(func() { c.Close() })
-	return c
-}
+// A real topology (lab_test.go: the harness's network-namespace backend, a
+// bridge and a veth per agent), with the engine in front: per-destination
+// delays, loss, fail-closed, TUN drops, and nothing left behind.
 
 func echo(c *net.UDPConn) {
 	go func() {
@@ -221,4 +141,48 @@ func TestFailsClosed(t *testing.T) {
 		t.Fatalf("a datagram (%q) flowed unimpaired after the engine died", buf[:n])
 	}
 	t.Logf("send after the engine died: %v (prohibit route)", err)
+}
+
+// Packets the kernel drops on a full TUN transmit queue are drops the
+// profile did not ask for: they count in TunDrops and in Unintended, also
+// after Close has removed the devices. The queue is made tiny and the
+// relay not yet started, so the burst overflows it whatever the load.
+func TestTunDropsCountAsUnintended(t *testing.T) {
+	const qlen, burst = 4, 200
+	l := newBareLab(t, "tbe11a03", "A", "B")
+	l.attach(Config{RunID: "tbe11a03", Seed: 7, TxQueueLen: qlen})
+	l.profile("A", "B", "delay 1ms")
+	l.profile("B", "A", "delay 1ms")
+	a := l.socket("A", 9000)
+	b := l.socket("B", 9000)
+	to := netip.AddrPortFrom(l.addrs["B"], 9000)
+	for i := 0; i < burst; i++ {
+		a.WriteToUDPAddrPort([]byte("burst"), to)
+	}
+	st := l.eng.Stats()
+	t.Logf("after a burst of %d into a queue of %d with the relay stopped: %+v", burst, qlen, st)
+	if st.TunDrops == 0 {
+		t.Fatalf("TunDrops = 0 after a burst of %d into a TUN queue of %d", burst, qlen)
+	}
+	if st.TunDrops > burst {
+		t.Errorf("TunDrops = %d, more than the %d packets sent", st.TunDrops, burst)
+	}
+	if st.Unintended() < st.TunDrops {
+		t.Errorf("Unintended() = %d does not include TunDrops = %d", st.Unintended(), st.TunDrops)
+	}
+	// What the queue held still goes through once the relay runs.
+	if err := l.eng.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 64)
+	b.SetReadDeadline(time.Now().Add(time.Second))
+	if _, _, err := b.ReadFromUDP(buf); err != nil {
+		t.Errorf("the queued packets did not arrive: %v", err)
+	}
+	// Close removes the devices and their counters; the total stays.
+	drops := st.TunDrops
+	st = l.detach()
+	if st.TunDrops < drops || st.Unintended() < st.TunDrops {
+		t.Errorf("after Close: TunDrops %d (had %d), Unintended %d", st.TunDrops, drops, st.Unintended())
+	}
 }

@@ -40,7 +40,8 @@ import (
 //
 // Equivalent to, in the namespace of A (10.77.0.1) with peer B (10.77.0.2):
 //
-//	ip tuntap add dev RUNID-t mode tun && ip link set RUNID-t up
+//	ip tuntap add dev RUNID-t mode tun
+//	ip link set RUNID-t txqueuelen 10000 up
 //	sysctl -w net.ipv4.conf.all.rp_filter=0 net.ipv4.conf.RUNID-t.rp_filter=0
 //	ip route add 10.77.0.2/32 dev RUNID-t metric 10
 //	ip route add prohibit 10.77.0.2/32 metric 100
@@ -71,6 +72,9 @@ type Engine struct {
 	writeErrors atomic.Uint64
 	noRoute     atomic.Uint64
 	readErrors  atomic.Uint64
+	// TUN drops of the devices already closed (Close reads them first:
+	// the counters go with the device).
+	tunDropsClosed atomic.Uint64
 }
 
 // Config configures an Engine.
@@ -78,12 +82,25 @@ type Config struct {
 	RunID string // names the TUN devices: RUNID-t
 	Seed  uint64 // every direction's random source derives from it
 	Log   *slog.Logger
+	// TxQueueLen is the TUN devices' transmit queue length in packets:
+	// what an agent's kernel may queue on the device before the relay
+	// reads it; beyond it the kernel drops (Stats.TunDrops). 0 means
+	// DefaultTxQueueLen; the kernel's own default for TUN is 500.
+	TxQueueLen int
 }
+
+// DefaultTxQueueLen is the TUN devices' transmit queue length unless
+// Config says otherwise: as deep as the largest window of packets in
+// flight the project runs (10,000), so that a burst the relay has not yet
+// read waits instead of being dropped. The kernel's default, 500, dropped
+// bursts that a 10 ms netem queue (limit 1000) would have held.
+const DefaultTxQueueLen = 10000
 
 type port struct {
 	addr   netip.Addr
 	ns     netns.NsHandle
 	name   string
+	index  int // the TUN device's ifindex in ns
 	fd     int // the TUN device, non-blocking; -1 once closed
 	routes []*netlink.Route
 }
@@ -104,10 +121,17 @@ type DirStats struct {
 type Stats struct {
 	Directions map[string]DirStats // "10.77.0.1>10.77.0.2"
 	// Unintended drops: write errors, packets to no attached agent, read
-	// errors. Non-zero means the engine impaired more than asked.
+	// errors, and packets the kernel dropped at a TUN device (TunDrops).
+	// Non-zero means the engine impaired more than asked.
 	WriteErrors, NoRoute, ReadErrors uint64
-	BiasNS                           int64
-	Realtime                         bool // the relay thread runs SCHED_FIFO
+	// TunDrops is the sum of the TUN devices' tx_dropped and rx_dropped
+	// counters: chiefly packets an agent sent while the device's transmit
+	// queue (Config.TxQueueLen) was full because the relay had not read
+	// them yet. A write the kernel refuses counts here as well as in
+	// WriteErrors: the sum may count a packet twice, never zero times.
+	TunDrops uint64
+	BiasNS   int64
+	Realtime bool // the relay thread runs SCHED_FIFO
 	// The relay's wake-up overshoot over its last 256 timed releases:
 	// the bias is its 10th percentile, so a packet leaves about
 	// OvershootP50−BiasNS late at the median.
@@ -191,7 +215,14 @@ func (e *Engine) Attach(ns netns.NsHandle, addr netip.Addr, peers []netip.Addr) 
 	defer h.Close()
 	l, err := h.LinkByName(name)
 	if err == nil {
-		err = h.LinkSetUp(l)
+		p.index = l.Attrs().Index
+		qlen := e.cfg.TxQueueLen
+		if qlen <= 0 {
+			qlen = DefaultTxQueueLen
+		}
+		if err = h.LinkSetTxQLen(l, qlen); err == nil {
+			err = h.LinkSetUp(l)
+		}
 	}
 	for _, peer := range peers {
 		if err != nil {
@@ -537,12 +568,48 @@ func (e *Engine) arm(t time.Time) {
 	unix.TimerfdSettime(e.tfd, unix.TFD_TIMER_ABSTIME, &spec, nil)
 }
 
-// Stats returns the counters.
+// tunDrops reads the drop counters of ports' TUN devices (netlink, in each
+// port's namespace). A device it cannot read counts as an error: a count
+// that silently reads zero would hide drops.
+func tunDrops(ports []*port) (uint64, error) {
+	var n uint64
+	var errs []error
+	for _, p := range ports {
+		h, err := netlink.NewHandleAt(p.ns)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		l, err := h.LinkByIndex(p.index)
+		h.Close()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", p.name, err))
+			continue
+		}
+		if st := l.Attrs().Statistics; st != nil {
+			n += st.TxDropped + st.RxDropped
+		}
+	}
+	return n, errors.Join(errs...)
+}
+
+// Stats returns the counters. TunDrops is read from the kernel (netlink,
+// one request per attached namespace), outside the relay's lock.
 func (e *Engine) Stats() Stats {
+	e.mu.Lock()
+	ports := make([]*port, 0, len(e.ports))
+	for _, p := range e.ports {
+		ports = append(ports, p)
+	}
+	e.mu.Unlock()
+	drops, err := tunDrops(ports)
+	if err != nil {
+		e.cfg.Log.Warn("userspace netem: TUN drop counters", "err", err)
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	s := Stats{Directions: map[string]DirStats{}, WriteErrors: e.writeErrors.Load(), NoRoute: e.noRoute.Load(),
-		ReadErrors: e.readErrors.Load(), BiasNS: e.bias.Load(), Realtime: e.realtime.Load(),
+		ReadErrors: e.readErrors.Load(), TunDrops: e.tunDropsClosed.Load() + drops, BiasNS: e.bias.Load(), Realtime: e.realtime.Load(),
 		OvershootP50NS: e.overP50.Load(), OvershootP99NS: e.overP99.Load()}
 	for k, d := range e.dirs {
 		s.Directions[k[0].String()+">"+k[1].String()] = d.stats
@@ -551,7 +618,9 @@ func (e *Engine) Stats() Stats {
 }
 
 // Unintended is the number of packets dropped without the profile asking.
-func (s Stats) Unintended() uint64 { return s.WriteErrors + s.NoRoute + s.ReadErrors }
+func (s Stats) Unintended() uint64 {
+	return s.WriteErrors + s.NoRoute + s.ReadErrors + s.TunDrops
+}
 
 // Close stops the relay and removes every device and route it made.
 func (e *Engine) Close() error {
@@ -573,6 +642,18 @@ func (e *Engine) Close() error {
 	// descriptor number that the process may already have reused.
 	e.wg.Wait()
 	var errs []error
+	// The devices' drop counters vanish with them: keep the total.
+	pl := make([]*port, 0, len(ports))
+	for _, p := range ports {
+		if p.fd >= 0 {
+			pl = append(pl, p)
+		}
+	}
+	drops, err := tunDrops(pl)
+	e.tunDropsClosed.Add(drops)
+	if err != nil {
+		e.cfg.Log.Warn("userspace netem: TUN drop counters at close", "err", err)
+	}
 	for _, p := range ports {
 		errs = append(errs, e.detach(p))
 	}
