@@ -35,8 +35,12 @@ import (
 // is window/d: 10,000 / 100 ms = 100,000 pkt/s. Reported: pkt/s (engine),
 // base-pkt/s, ratio (engine/baseline), inflight (the achieved window,
 // sampled every 5 ms), ceiling-frac (pkt/s ÷ ceiling, delayed cases),
-// lost and tundrops (packets lost in the engine's phases; both should be
-// 0), load1 (the 1-minute load average when the benchmark started).
+// lost (packets lost in the engine's measured windows), early (engine
+// packets that arrived sooner than the configured delay after they were
+// sent: netem never releases early), limitdrops (the profile's queue
+// limit, window-sized, overflowed), tundrops and unintended (Stats); all
+// of these should be 0. load1 is the 1-minute load average when the
+// benchmark started; "load average" in the log, at start and at the end.
 // The baseline has no delay (the kernel here has no netem to give it
 // one): at 100 ms its ratio says how much of the unimpaired path's rate
 // the engine keeps through a 10,000-packet window, ceiling-frac how close
@@ -46,7 +50,7 @@ import (
 // takes the one-way time on the same monotonic clock. Reported:
 // p50-added-us and p99-added-us (engine one-way time less the configured
 // delay), base-p50-us and base-p99-us (the baseline's one-way time), and
-// p50-ratio, p99-ratio (added ÷ baseline).
+// p50-ratio, p99-ratio (added ÷ baseline), lost and early as above.
 //
 // Each phase runs for a fixed time, so one b.Loop iteration takes 2–4 s
 // and "make bench" (-benchtime 2s) runs one or two. The sockets' buffers
@@ -133,11 +137,13 @@ type flow struct {
 	wg            sync.WaitGroup
 	lat           []time.Duration // one-way times, when recording
 	record        bool
+	delay         time.Duration // the configured delay
+	early         atomic.Int64  // arrivals sooner than delay after sending
 	window, lowat int64
 }
 
-func (l *lab) newFlow(window int) *flow {
-	f := &flow{base: time.Now(), wake: make(chan struct{}, 1), window: int64(window)}
+func (l *lab) newFlow(window int, delay time.Duration) *flow {
+	f := &flow{base: time.Now(), wake: make(chan struct{}, 1), window: int64(window), delay: delay}
 	f.lowat = f.window - max(f.window/8, 1)
 	f.rfd = l.benchSocket("B", netip.AddrPort{})
 	f.sfd = l.benchSocket("A", netip.AddrPortFrom(l.addrs["B"], benchPort))
@@ -166,8 +172,12 @@ func (f *flow) receive() {
 		if seq >= expect {
 			expect = seq + 1
 		}
+		lat := now - time.Duration(binary.LittleEndian.Uint64(buf[8:]))
+		if lat < f.delay {
+			f.early.Add(1)
+		}
 		if f.record {
-			f.lat = append(f.lat, now-time.Duration(binary.LittleEndian.Uint64(buf[8:])))
+			f.lat = append(f.lat, lat)
 		}
 		f.recv.Add(1)
 		if f.waiting.Load() && f.inflight() <= f.lowat && f.waiting.CompareAndSwap(true, false) {
@@ -237,15 +247,17 @@ func (f *flow) drain(d time.Duration) {
 
 type tput struct {
 	pkts, lost     int64
+	early          int64 // arrivals sooner than the delay, whole phase
 	dur            time.Duration
 	inflightSum    float64
 	inflightN      int
 	tunDrops, unin uint64
+	limitDrops     uint64
 }
 
 // throughput runs one closed-loop phase: warm up, measure, drain.
 func (l *lab) throughput(window int, delay time.Duration, acc *tput) {
-	f := l.newFlow(window)
+	f := l.newFlow(window, delay)
 	f.wg.Add(2)
 	go f.receive()
 	go f.sendWindow(delay + 500*time.Millisecond)
@@ -264,12 +276,13 @@ func (l *lab) throughput(window int, delay time.Duration, acc *tput) {
 	f.stopSend.Store(true)
 	f.drain(delay + time.Second)
 	f.close()
+	acc.early += f.early.Load()
 }
 
-// latency runs one phase of paced probes and returns their one-way times
-// and how many were lost.
-func (l *lab) latency(delay time.Duration) ([]time.Duration, int64) {
-	f := l.newFlow(probes)
+// latency runs one phase of paced probes and returns their one-way times,
+// how many were lost and how many arrived sooner than delay.
+func (l *lab) latency(delay time.Duration) ([]time.Duration, int64, int64) {
+	f := l.newFlow(probes, delay)
 	f.record = true
 	f.lat = make([]time.Duration, 0, probes)
 	f.wg.Add(1)
@@ -287,7 +300,7 @@ func (l *lab) latency(delay time.Duration) ([]time.Duration, int64) {
 	f.drain(delay + time.Second)
 	lost := f.sent.Load() - f.recv.Load()
 	f.close()
-	return f.lat, lost
+	return f.lat, lost, f.early.Load()
 }
 
 // withEngine runs phase with the engine between A and B, both ways at
@@ -333,6 +346,9 @@ func BenchmarkEngineThroughput(b *testing.B) {
 				s := l.withEngine(c.txqlen, profile, func() { l.throughput(c.window, c.delay, &eng) })
 				eng.tunDrops += s.TunDrops
 				eng.unin += s.Unintended()
+				for _, d := range s.Directions {
+					eng.limitDrops += d.LimitDrops
+				}
 				st = s
 			}
 			bps := float64(base.pkts) / base.dur.Seconds()
@@ -347,6 +363,8 @@ func BenchmarkEngineThroughput(b *testing.B) {
 				b.ReportMetric(eps/(float64(c.window)/c.delay.Seconds()), "ceiling-frac")
 			}
 			b.ReportMetric(float64(eng.lost), "lost")
+			b.ReportMetric(float64(eng.early), "early")
+			b.ReportMetric(float64(eng.limitDrops), "limitdrops")
 			b.ReportMetric(float64(eng.tunDrops), "tundrops")
 			b.ReportMetric(float64(eng.unin), "unintended")
 			b.ReportMetric(load, "load1")
@@ -364,15 +382,16 @@ func BenchmarkEngineLatency(b *testing.B) {
 		b.Run(fmt.Sprintf("delay=%v", delay), func(b *testing.B) {
 			l := benchLab(b, 0x10+k)
 			var base, eng []time.Duration
-			var baseLost, engLost int64
+			var baseLost, engLost, early int64
 			var st Stats
 			for b.Loop() {
-				lat, lost := l.latency(0)
+				lat, lost, _ := l.latency(0)
 				base, baseLost = append(base, lat...), baseLost+lost
+				var e int64
 				st = l.withEngine(0, fmt.Sprintf("delay %v", delay), func() {
-					lat, lost = l.latency(delay)
+					lat, lost, e = l.latency(delay)
 				})
-				eng, engLost = append(eng, lat...), engLost+lost
+				eng, engLost, early = append(eng, lat...), engLost+lost, early+e
 			}
 			if len(base) == 0 || len(eng) == 0 {
 				b.Fatalf("no probe arrived: baseline %d, engine %d", len(base), len(eng))
@@ -391,6 +410,7 @@ func BenchmarkEngineLatency(b *testing.B) {
 			b.ReportMetric((pct(eng, 50)-d)/pct(base, 50), "p50-ratio")
 			b.ReportMetric((pct(eng, 99)-d)/pct(base, 99), "p99-ratio")
 			b.ReportMetric(float64(engLost), "lost")
+			b.ReportMetric(float64(early), "early")
 			b.ReportMetric(load, "load1")
 			_, la := loadavg()
 			b.Logf("%d probes each; baseline lost %d; engine: realtime %v bias %v overshoot p50 %v p99 %v, unintended %d; load average now: %s",
