@@ -261,7 +261,7 @@ func (l *lab) throughput(window int, delay time.Duration, acc *tput) {
 	f.wg.Add(2)
 	go f.receive()
 	go f.sendWindow(delay + 500*time.Millisecond)
-	time.Sleep(max(200*time.Millisecond, 2*delay)) // the window fills
+	time.Sleep(200*time.Millisecond + 2*delay) // the window fills
 	r0, l0, t0 := f.recv.Load(), f.lost.Load(), time.Now()
 	tick := time.NewTicker(5 * time.Millisecond)
 	for end := t0.Add(measureFor); time.Now().Before(end); {

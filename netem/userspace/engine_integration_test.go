@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 )
 
@@ -184,5 +185,26 @@ func TestTunDropsCountAsUnintended(t *testing.T) {
 	st = l.detach()
 	if st.TunDrops < drops || st.Unintended() < st.TunDrops {
 		t.Errorf("after Close: TunDrops %d (had %d), Unintended %d", st.TunDrops, drops, st.Unintended())
+	}
+}
+
+// The TUN devices get DefaultTxQueueLen, not the kernel's 500: a window of
+// 10,000 packets in flight must not overflow them.
+func TestTxQueueLenDefault(t *testing.T) {
+	l := newBareLab(t, "tbe11a04", "A", "B")
+	l.attach(Config{RunID: "tbe11a04", Seed: 7})
+	for n, p := range l.ports {
+		h, err := netlink.NewHandleAt(p.NS)
+		if err != nil {
+			t.Fatal(err)
+		}
+		link, err := h.LinkByName(l.eng.TunName())
+		h.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if q := link.Attrs().TxQLen; q != DefaultTxQueueLen {
+			t.Errorf("%s: %s txqueuelen %d, want %d", n, l.eng.TunName(), q, DefaultTxQueueLen)
+		}
 	}
 }

@@ -599,7 +599,9 @@ func (e *Engine) Stats() Stats {
 	e.mu.Lock()
 	ports := make([]*port, 0, len(e.ports))
 	for _, p := range e.ports {
-		ports = append(ports, p)
+		if p.fd >= 0 {
+			ports = append(ports, p)
+		}
 	}
 	e.mu.Unlock()
 	drops, err := tunDrops(ports)
