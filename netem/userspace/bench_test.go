@@ -189,14 +189,14 @@ func (f *flow) receive() {
 	}
 }
 
-func (f *flow) put(buf []byte, seq int64) {
+// put sends the next packet. It counts the packet sent before writing:
+// the write may deliver it to the receiver before it returns.
+func (f *flow) put(buf []byte) {
+	seq := f.sent.Add(1) - 1
 	binary.LittleEndian.PutUint64(buf, uint64(seq))
 	binary.LittleEndian.PutUint64(buf[8:], uint64(time.Since(f.base)))
-	if _, err := unix.Write(f.sfd, buf); err == nil {
-		f.sent.Add(1)
-	} else {
+	if _, err := unix.Write(f.sfd, buf); err != nil {
 		f.lost.Add(1) // refused by the sender's kernel: counts as lost
-		f.sent.Add(1)
 	}
 }
 
@@ -222,7 +222,7 @@ func (f *flow) sendWindow(stall time.Duration) {
 				f.lost.Add(f.inflight())
 			}
 		}
-		f.put(buf, f.sent.Load())
+		f.put(buf)
 	}
 }
 
@@ -293,7 +293,7 @@ func (l *lab) latency(delay time.Duration) ([]time.Duration, int64, int64) {
 		buf := make([]byte, benchPayload)
 		ts := unix.NsecToTimespec(int64(probeEvery))
 		for i := 0; i < probes; i++ {
-			f.put(buf, int64(i))
+			f.put(buf)
 			unix.Nanosleep(&ts, nil)
 		}
 	}()
