@@ -38,8 +38,9 @@ import (
 // lost (packets lost in the engine's measured windows), early (engine
 // packets that arrived sooner than the configured delay after they were
 // sent: netem never releases early), limitdrops (the profile's queue
-// limit, window-sized, overflowed), tundrops and unintended (Stats); all
-// of these should be 0. load1 is the 1-minute load average when the
+// limit, window-sized, overflowed), tundrops and unintended (Stats),
+// sockdrops (UDP InErrors and SndbufErrors in both namespaces: the
+// sockets' buffers were too small); all of these should be 0. load1 is the 1-minute load average when the
 // benchmark started; "load average" in the log, at start and at the end.
 // The baseline has no delay (the kernel here has no netem to give it
 // one): at 100 ms its ratio says how much of the unimpaired path's rate
@@ -123,6 +124,40 @@ func (l *lab) benchSocket(agent string, peer netip.AddrPort) int {
 	}
 	return fd
 }
+
+// udpErrors is the sum of the UDP InErrors and SndbufErrors counters of
+// agent's namespace (/proc/net/snmp; InErrors includes RcvbufErrors): what
+// the sockets, not the paths, dropped.
+func (l *lab) udpErrors(agent string) int64 {
+	var n int64
+	inNS(l.ports[agent].NS, func() error {
+		b, err := os.ReadFile("/proc/thread-self/net/snmp")
+		if err != nil {
+			return err
+		}
+		var names []string
+		for _, line := range strings.Split(string(b), "\n") {
+			f := strings.Fields(line)
+			if len(f) == 0 || f[0] != "Udp:" {
+				continue
+			}
+			if names == nil {
+				names = f
+				continue
+			}
+			for i, v := range f {
+				if i < len(names) && (names[i] == "InErrors" || names[i] == "SndbufErrors") {
+					x, _ := strconv.ParseInt(v, 10, 64)
+					n += x
+				}
+			}
+		}
+		return nil
+	})
+	return n
+}
+
+func (l *lab) sockDrops() int64 { return l.udpErrors("A") + l.udpErrors("B") }
 
 // flow is one phase's sender and receiver, A to B.
 type flow struct {
@@ -247,6 +282,7 @@ func (f *flow) drain(d time.Duration) {
 
 type tput struct {
 	pkts, lost     int64
+	sockDrops      int64 // UDP socket errors in A and B, whole phase
 	early          int64 // arrivals sooner than the delay, whole phase
 	dur            time.Duration
 	inflightSum    float64
@@ -257,6 +293,7 @@ type tput struct {
 
 // throughput runs one closed-loop phase: warm up, measure, drain.
 func (l *lab) throughput(window int, delay time.Duration, acc *tput) {
+	s0 := l.sockDrops()
 	f := l.newFlow(window, delay)
 	f.wg.Add(2)
 	go f.receive()
@@ -277,6 +314,7 @@ func (l *lab) throughput(window int, delay time.Duration, acc *tput) {
 	f.drain(delay + time.Second)
 	f.close()
 	acc.early += f.early.Load()
+	acc.sockDrops += l.sockDrops() - s0
 }
 
 // latency runs one phase of paced probes and returns their one-way times,
@@ -366,11 +404,12 @@ func BenchmarkEngineThroughput(b *testing.B) {
 			b.ReportMetric(float64(eng.early), "early")
 			b.ReportMetric(float64(eng.limitDrops), "limitdrops")
 			b.ReportMetric(float64(eng.tunDrops), "tundrops")
+			b.ReportMetric(float64(eng.sockDrops), "sockdrops")
 			b.ReportMetric(float64(eng.unin), "unintended")
 			b.ReportMetric(load, "load1")
 			_, la := loadavg()
-			b.Logf("baseline lost %d; engine (last phase): realtime %v bias %v, %+v; load average now: %s",
-				base.lost, st.Realtime, time.Duration(st.BiasNS), st.Directions[l.addrs["A"].String()+">"+l.addrs["B"].String()], la)
+			b.Logf("baseline lost %d, socket drops %d; engine (last phase): realtime %v bias %v, %+v; load average now: %s",
+				base.lost, base.sockDrops, st.Realtime, time.Duration(st.BiasNS), st.Directions[l.addrs["A"].String()+">"+l.addrs["B"].String()], la)
 		})
 	}
 }
