@@ -66,17 +66,16 @@ import (
 //   - delay 0: the engine relays ~200–225k pkt/s, ~1.4× the baseline: on
 //     the veth path the sender's own write runs the whole receive path,
 //     while the relay thread takes it to the other CPU.
-//   - delay 100 ms, window 10,000: ~78–88k pkt/s, 0.78–0.88 of the
-//     100k ceiling, with ~9,300–9,700 in flight; the relay thread is then
+//   - delay 100 ms, window 10,000: ~84–92k pkt/s, 0.84–0.92 of the
+//     100k ceiling, with ~9,500 in flight; the relay thread is then
 //     saturated (Late counts most packets).
-//   - TUN txqueuelen: at the kernel's 500, 13k–150k packets per run were
+//   - TUN txqueuelen: at the kernel's 500, 10k–150k packets per run were
 //     dropped on the TUN queue; at DefaultTxQueueLen (10,000), none.
-//   - Under that saturation the engine releases packets early ("early",
-//     thousands per run) and its own queue limit overflows ("limitdrops"):
-//     the wake-up bias (Engine.track) is learnt from overshoots that are
-//     then backlog, not timer latency, and grows to 5–12 ms; the timer
-//     is armed that much early and release pops everything due within
-//     the bias. Unsaturated (the latency benchmark) early is ~0.
+//   - Under that saturation the engine used to release packets early
+//     (thousands per run) and overflow its own queue limit: the wake-up
+//     bias was learnt from every packet's lateness, backlog included, and
+//     grew to 5–12 ms. It is now learnt from wake-ups by the timer alone
+//     and capped at 1 ms (Engine.track): early 0, limitdrops 0.
 
 const (
 	benchPayload = 64               // bytes of UDP payload: seq, send time, padding

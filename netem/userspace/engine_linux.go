@@ -132,7 +132,7 @@ type Stats struct {
 	TunDrops uint64
 	BiasNS   int64
 	Realtime bool // the relay thread runs SCHED_FIFO
-	// The relay's wake-up overshoot over its last 256 timed releases:
+	// The relay's wake-up overshoot over its last 256 wake-ups by the timer alone:
 	// the bias is its 10th percentile, so a packet leaves about
 	// OvershootP50−BiasNS late at the median.
 	OvershootP50NS, OvershootP99NS int64
@@ -346,10 +346,7 @@ type release struct {
 	to   *port
 	fd   int
 	data []byte
-	// timed: released by the timer (due well after it was read), so its
-	// lateness measures the relay's wake-up overshoot.
-	timed bool
-	dir   *direction
+	dir  *direction
 }
 
 type sendQueue struct {
@@ -406,6 +403,7 @@ func (e *Engine) loop(ports []*port, epfd int) {
 	var due []release
 	for {
 		n, err := unix.EpollWait(epfd, events, -1)
+		woke := time.Now()
 		if err == unix.EINTR {
 			continue // a signal (the Go runtime preempts with them)
 		}
@@ -414,9 +412,16 @@ func (e *Engine) loop(ports []*port, epfd int) {
 			e.cfg.Log.Error("userspace netem: epoll", "err", err)
 			return
 		}
+		// Only a wake-up by the timer alone measures the timer's overshoot:
+		// when packets were also waiting, the relay may have been busy
+		// (saturated), and its backlog is not a wake-up latency to
+		// compensate (counting it armed the timer milliseconds early and
+		// released packets before their time).
+		timerOnly := false
 		for _, ev := range events[:n] {
 			if int(ev.Fd) == e.tfd {
 				unix.Read(e.tfd, tick[:])
+				timerOnly = n == 1
 				continue
 			}
 			e.drain(ports[ev.Pad], buf)
@@ -425,6 +430,14 @@ func (e *Engine) loop(ports []*port, epfd int) {
 		case <-e.done:
 			return
 		default:
+		}
+		if timerOnly {
+			e.mu.Lock()
+			target := e.armed
+			e.mu.Unlock()
+			if !target.IsZero() {
+				e.track(woke.Sub(target))
+			}
 		}
 		due = e.release(due[:0])
 	}
@@ -477,13 +490,12 @@ func (e *Engine) enqueue(now time.Time, pkt []byte) {
 			d.stats.Reordered++
 		}
 		e.q.seq++
-		timed := o.At.Sub(now) > time.Millisecond
-		heap.Push(&e.q, release{at: o.At, seq: e.q.seq, to: to, data: data, dir: d, timed: timed})
+		heap.Push(&e.q, release{at: o.At, seq: e.q.seq, to: to, data: data, dir: d})
 		e.arm(o.At)
 		if o.Dup != nil {
 			d.stats.Duplicated++
 			e.q.seq++
-			heap.Push(&e.q, release{at: *o.Dup, seq: e.q.seq, to: to, data: append([]byte(nil), data...), dir: d, timed: timed})
+			heap.Push(&e.q, release{at: *o.Dup, seq: e.q.seq, to: to, data: append([]byte(nil), data...), dir: d})
 			e.arm(*o.Dup)
 		}
 	}
@@ -517,9 +529,6 @@ func (e *Engine) release(due []release) []release {
 			continue
 		}
 		sent := time.Now()
-		if r.timed {
-			e.track(sent.Sub(r.at.Add(-bias))) // past the wake-up target
-		}
 		e.mu.Lock()
 		r.dir.stats.Delivered++
 		if sent.Sub(r.at) > time.Millisecond {
@@ -529,6 +538,11 @@ func (e *Engine) release(due []release) []release {
 	}
 	return due
 }
+
+// maxBias caps the compensation: a floor above it is a machine too loaded
+// for sub-millisecond fidelity, and netem never releases a packet early,
+// so the engine then releases late (counted in Late) rather than early.
+const maxBias = time.Millisecond
 
 // track sets the bias to the 10th percentile of the relay's last 256
 // wake-up overshoots, recomputed every 32. A mean would let the bursts of
@@ -545,7 +559,7 @@ func (e *Engine) track(over time.Duration) {
 	w := e.overs[:min(e.nOver, len(e.overs))]
 	s := slices.Clone(w)
 	slices.Sort(s)
-	e.bias.Store(max(s[len(s)/10], 0))
+	e.bias.Store(min(max(s[len(s)/10], 0), int64(maxBias)))
 	e.overP50.Store(s[len(s)/2])
 	e.overP99.Store(s[len(s)*99/100])
 }
