@@ -282,15 +282,21 @@ func (r *run) run(ctx context.Context) (err error) {
 	if err := results.WriteJSON(r.dir, results.RunFile, r.info); err != nil {
 		return err
 	}
-	for _, inst := range r.order {
-		if !r.agents[inst].spec.Later {
-			if err := r.startAgent(ctx, inst, ""); err != nil {
-				return err
+	// Agents that create a token at start go last, once every peer has
+	// logged agent_started: otherwise their first Move can leave before
+	// the peer's socket exists (a container takes ~0.15 s to start) and
+	// the pass pays a Move timeout that is the harness's, not the network's.
+	for _, generators := range []bool{false, true} {
+		for _, inst := range r.order {
+			if sp := r.agents[inst].spec; !sp.Later && sp.Generate == generators {
+				if err := r.startAgent(ctx, inst, ""); err != nil {
+					return err
+				}
 			}
 		}
-	}
-	if err := r.waitStarted(ctx); err != nil {
-		return err
+		if err := r.waitStarted(ctx); err != nil {
+			return err
+		}
 	}
 	return r.schedule(ctx)
 }

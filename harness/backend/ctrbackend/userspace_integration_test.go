@@ -89,6 +89,24 @@ func TestRunInContainersWithProfiles(t *testing.T) {
 		t.Errorf("run.json: %+v %v", info, err)
 	}
 
+	// The token's creator starts once its peers have: its first Move
+	// finds their sockets (no harness-made Move timeout).
+	started := map[string]int64{}
+	for _, inst := range []string{"A", "B", "C"} {
+		evs, err := eventlog.ReadFile(filepath.Join(dir, "logs", inst+".jsonl"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ev := range evs {
+			if ev.Kind == eventlog.AgentStarted && started[inst] == 0 {
+				started[inst] = ev.MonoNS
+			}
+		}
+	}
+	if started["A"] <= started["B"] || started["A"] <= started["C"] {
+		t.Errorf("agent_started at mono ns %v: the generator A started before a peer", started)
+	}
+
 	s, err := analysis.Analyze(dir)
 	if err != nil {
 		t.Fatal(err)
