@@ -1,0 +1,151 @@
+package validate
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"math/rand/v2"
+	"net"
+	"net/netip"
+	"os"
+	"time"
+)
+
+// Probe is how one profile is probed: Count UDP datagrams of Size payload
+// bytes, Burst of them back to back every Interval.
+type Probe struct {
+	Count    int
+	Interval time.Duration
+	Burst    int
+	Size     int
+}
+
+// DefaultProbe: 2000 probes, one every 2 ms, 64 bytes of payload.
+var DefaultProbe = Probe{Count: 2000, Interval: 2 * time.Millisecond, Burst: 1, Size: 64}
+
+// headerLen is the probe header: magic, sequence number, send time, CRC.
+const headerLen = 20
+
+var magic = [4]byte{'T', 'B', 'V', 'P'}
+
+// Arrival is one datagram received intact.
+type Arrival struct {
+	Seq    uint32
+	RecvNS int64 // receive time, ns since the trace's start (CLOCK_MONOTONIC)
+}
+
+// Trace is what one side measured for one profile.
+type Trace struct {
+	Side    string // "kernel" or "userspace"
+	Profile string // the netem profile applied, tc syntax
+	Probe   Probe
+	Seed    uint64 // seed of the probes' random padding
+	// SentNS is each probe's send time, by sequence number, ns since the
+	// start (CLOCK_MONOTONIC of the process that sent and received).
+	SentNS   []int64
+	Arrivals []Arrival // in arrival order, duplicates included
+	// Damaged counts datagrams received whose CRC or header was wrong.
+	Damaged int
+	// CsumErrors is the receiver namespace's UDP InCsumErrors plus IP
+	// InHdrErrors during the trace: corrupted datagrams the kernel dropped.
+	CsumErrors uint64
+	// Notes from the side (engine counters).
+	Notes string
+}
+
+// encode writes probe seq into b (len(b) = payload size).
+func encode(b []byte, seq uint32, sent int64, pad *rand.Rand) {
+	copy(b[0:4], magic[:])
+	binary.BigEndian.PutUint32(b[4:8], seq)
+	binary.BigEndian.PutUint64(b[8:16], uint64(sent))
+	for i := headerLen; i < len(b); i++ {
+		b[i] = byte(pad.Uint32())
+	}
+	binary.BigEndian.PutUint32(b[16:20], crc(b))
+}
+
+func crc(b []byte) uint32 {
+	c := crc32.ChecksumIEEE(b[:16])
+	return crc32.Update(c, crc32.IEEETable, b[headerLen:])
+}
+
+// decode checks a received probe and returns its sequence number.
+func decode(b []byte) (uint32, bool) {
+	if len(b) < headerLen || [4]byte(b[0:4]) != magic || binary.BigEndian.Uint32(b[16:20]) != crc(b) {
+		return 0, false
+	}
+	return binary.BigEndian.Uint32(b[4:8]), true
+}
+
+// RunProbes sends pr's probes from send to dst, where recv receives them,
+// and returns the trace. Both sockets belong to this process, so send and
+// receive times come from one monotonic clock. After the last probe the
+// receiver waits drain for stragglers.
+func RunProbes(send, recv *net.UDPConn, dst netip.AddrPort, pr Probe, seed uint64, drain time.Duration) (*Trace, error) {
+	if pr.Size < headerLen || pr.Count <= 0 || pr.Burst <= 0 {
+		return nil, fmt.Errorf("validate: bad probe %+v", pr)
+	}
+	tr := &Trace{Probe: pr, Seed: seed, SentNS: make([]int64, pr.Count)}
+	start := time.Now()
+	now := func() int64 { return int64(time.Since(start)) }
+	recvDone := make(chan error, 1)
+	sendDone := make(chan struct{})
+	go func() {
+		buf := make([]byte, 65536)
+		var deadline time.Time
+		for {
+			select {
+			case <-sendDone:
+				if deadline.IsZero() {
+					deadline = time.Now().Add(drain)
+					recv.SetReadDeadline(deadline)
+				}
+			default:
+				recv.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+			}
+			n, err := recv.Read(buf)
+			t := now()
+			if err != nil {
+				if errors.Is(err, os.ErrDeadlineExceeded) {
+					if !deadline.IsZero() && !time.Now().Before(deadline) {
+						recvDone <- nil
+						return
+					}
+					continue
+				}
+				recvDone <- err
+				return
+			}
+			seq, ok := decode(buf[:n])
+			if !ok || int(seq) >= pr.Count || n != pr.Size {
+				tr.Damaged++
+				continue
+			}
+			tr.Arrivals = append(tr.Arrivals, Arrival{Seq: seq, RecvNS: t})
+		}
+	}()
+	pad := rand.New(rand.NewPCG(seed, 0x70726f6265))
+	pkt := make([]byte, pr.Size)
+	var sendErr error
+	for seq := 0; seq < pr.Count; {
+		tick := start.Add(time.Duration(seq/pr.Burst) * pr.Interval)
+		if d := time.Until(tick); d > 0 {
+			time.Sleep(d)
+		}
+		for b := 0; b < pr.Burst && seq < pr.Count; b++ {
+			t := now()
+			encode(pkt, uint32(seq), t, pad)
+			tr.SentNS[seq] = t
+			if _, err := send.WriteToUDPAddrPort(pkt, dst); err != nil && sendErr == nil {
+				sendErr = fmt.Errorf("validate: sending probe %d: %w", seq, err)
+			}
+			seq++
+		}
+	}
+	close(sendDone)
+	if err := <-recvDone; err != nil {
+		return nil, err
+	}
+	return tr, sendErr
+}

@@ -1,0 +1,51 @@
+package validate
+
+import "time"
+
+// CalibrationProfile measures each side's fixed overhead.
+const CalibrationProfile = "delay 2ms"
+
+// CalibrationMS is its nominal delay.
+const CalibrationMS = 2.0
+
+// Profiles are the profiles `make validate-netem` compares, each probed
+// with count probes (DefaultProbe otherwise).
+func Profiles(count int) []Spec {
+	pr := DefaultProbe
+	pr.Count = count
+	// Rate: bursts of 10 back-to-back 100-byte datagrams (128 bytes at
+	// layer 3, 142 on the wire) every 20 ms at 1 mbit/s: the k-th packet
+	// of a burst waits k×1.136 ms, so a 14-byte error in the packet
+	// length shifts the upper percentiles by over 1 ms.
+	rate := Probe{Count: count, Interval: 20 * time.Millisecond, Burst: 10, Size: 100}
+	var out []Spec
+	for _, s := range []struct {
+		p  string
+		pr Probe
+	}{
+		{"delay 10ms", pr},
+		{"delay 10ms 2ms", pr},
+		{"delay 10ms 2ms 25%", pr},
+		{"delay 20ms 5ms distribution normal", pr},
+		{"delay 20ms 5ms distribution pareto", pr},
+		{"delay 20ms 5ms distribution paretonormal", pr},
+		{"loss 5%", pr},
+		{"loss 5% 25%", pr},
+		{"loss state 2% 30% 10% 5% 1%", pr},
+		{"loss gemodel 2% 20% 80% 1%", pr},
+		{"duplicate 10%", pr},
+		{"delay 10ms reorder 25% 50%", pr},
+		{"corrupt 5%", pr},
+		{"rate 1mbit", rate},
+	} {
+		out = append(out, Spec{Name: s.p, Kernel: s.p, User: s.p, Probe: s.pr})
+	}
+	return out
+}
+
+// Calibration spec with count probes.
+func CalibrationSpec(count int) Spec {
+	pr := DefaultProbe
+	pr.Count = count
+	return Spec{Name: "calibration " + CalibrationProfile, Kernel: CalibrationProfile, User: CalibrationProfile, Probe: pr}
+}
