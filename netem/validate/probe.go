@@ -10,6 +10,8 @@ import (
 	"net/netip"
 	"os"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Probe is how one profile is probed: Count UDP datagrams of Size payload
@@ -32,7 +34,7 @@ var magic = [4]byte{'T', 'B', 'V', 'P'}
 // Arrival is one datagram received intact.
 type Arrival struct {
 	Seq    uint32
-	RecvNS int64 // receive time, ns since the trace's start (CLOCK_MONOTONIC)
+	RecvNS int64 // receive time, ns since the trace's start (see Trace.Clock)
 }
 
 // Trace is what one side measured for one profile.
@@ -42,9 +44,17 @@ type Trace struct {
 	Probe   Probe
 	Seed    uint64 // seed of the probes' random padding
 	// SentNS is each probe's send time, by sequence number, ns since the
-	// start (CLOCK_MONOTONIC of the process that sent and received).
+	// start, read just before the send system call.
 	SentNS   []int64
 	Arrivals []Arrival // in arrival order, duplicates included
+	// Clock says where receive times come from: "kernel" (SO_TIMESTAMPNS,
+	// the time the receiver's kernel took the packet in: when netem or the
+	// relay released it, without the receiving process's wake-up; send and
+	// receive times are then CLOCK_REALTIME) or "process" (CLOCK_MONOTONIC
+	// after the read returned). Kernel times are used unless the wall
+	// clock moved against the monotonic one by more than 100 µs during the
+	// trace.
+	Clock string
 	// Damaged counts datagrams received whose CRC or header was wrong.
 	Damaged int
 	// CsumErrors is the receiver namespace's UDP InCsumErrors plus IP
@@ -87,12 +97,27 @@ func RunProbes(send, recv *net.UDPConn, dst netip.AddrPort, pr Probe, seed uint6
 		return nil, fmt.Errorf("validate: bad probe %+v", pr)
 	}
 	tr := &Trace{Probe: pr, Seed: seed, SentNS: make([]int64, pr.Count)}
+	kernelTS := true
+	if rc, err := recv.SyscallConn(); err != nil {
+		kernelTS = false
+	} else {
+		rc.Control(func(fd uintptr) {
+			if unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1) != nil {
+				kernelTS = false
+			}
+		})
+	}
 	start := time.Now()
-	now := func() int64 { return int64(time.Since(start)) }
+	startWall := start.UnixNano()
+	// mono: since start on CLOCK_MONOTONIC; wall: on CLOCK_REALTIME.
+	mono := func() int64 { return int64(time.Since(start)) }
+	wall := func() int64 { return time.Now().UnixNano() - startWall }
+	var monoSent, monoRecv []int64 // the process's own times, the fallback
 	recvDone := make(chan error, 1)
 	sendDone := make(chan struct{})
 	go func() {
 		buf := make([]byte, 65536)
+		oob := make([]byte, 128)
 		var deadline time.Time
 		for {
 			select {
@@ -104,8 +129,8 @@ func RunProbes(send, recv *net.UDPConn, dst netip.AddrPort, pr Probe, seed uint6
 			default:
 				recv.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
 			}
-			n, err := recv.Read(buf)
-			t := now()
+			n, oobn, _, _, err := recv.ReadMsgUDP(buf, oob)
+			t := mono()
 			if err != nil {
 				if errors.Is(err, os.ErrDeadlineExceeded) {
 					if !deadline.IsZero() && !time.Now().Before(deadline) {
@@ -122,9 +147,15 @@ func RunProbes(send, recv *net.UDPConn, dst netip.AddrPort, pr Probe, seed uint6
 				tr.Damaged++
 				continue
 			}
-			tr.Arrivals = append(tr.Arrivals, Arrival{Seq: seq, RecvNS: t})
+			kt, kok := rxTimestamp(oob[:oobn])
+			if !kok {
+				kernelTS = false
+			}
+			tr.Arrivals = append(tr.Arrivals, Arrival{Seq: seq, RecvNS: kt - startWall})
+			monoRecv = append(monoRecv, t)
 		}
 	}()
+	monoSent = make([]int64, pr.Count)
 	pad := rand.New(rand.NewPCG(seed, 0x70726f6265))
 	pkt := make([]byte, pr.Size)
 	var sendErr error
@@ -134,9 +165,9 @@ func RunProbes(send, recv *net.UDPConn, dst netip.AddrPort, pr Probe, seed uint6
 			time.Sleep(d)
 		}
 		for b := 0; b < pr.Burst && seq < pr.Count; b++ {
-			t := now()
+			m, t := mono(), wall()
 			encode(pkt, uint32(seq), t, pad)
-			tr.SentNS[seq] = t
+			tr.SentNS[seq], monoSent[seq] = t, m
 			if _, err := send.WriteToUDPAddrPort(pkt, dst); err != nil && sendErr == nil {
 				sendErr = fmt.Errorf("validate: sending probe %d: %w", seq, err)
 			}
@@ -147,5 +178,32 @@ func RunProbes(send, recv *net.UDPConn, dst netip.AddrPort, pr Probe, seed uint6
 	if err := <-recvDone; err != nil {
 		return nil, err
 	}
+	end := time.Now()
+	skew := (end.UnixNano() - startWall) - int64(end.Sub(start))
+	tr.Clock = "kernel"
+	if !kernelTS || skew > 100e3 || skew < -100e3 {
+		tr.Clock = "process"
+		copy(tr.SentNS, monoSent)
+		for i := range tr.Arrivals {
+			tr.Arrivals[i].RecvNS = monoRecv[i]
+		}
+	}
 	return tr, sendErr
+}
+
+// rxTimestamp finds SCM_TIMESTAMPNS in a control message (ns since the
+// epoch).
+func rxTimestamp(oob []byte) (int64, bool) {
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return 0, false
+	}
+	for _, m := range msgs {
+		if m.Header.Level == unix.SOL_SOCKET && m.Header.Type == unix.SCM_TIMESTAMPNS && len(m.Data) >= 16 {
+			sec := int64(binary.NativeEndian.Uint64(m.Data[0:8]))
+			nsec := int64(binary.NativeEndian.Uint64(m.Data[8:16]))
+			return sec*1e9 + nsec, true
+		}
+	}
+	return 0, false
 }

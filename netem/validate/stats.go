@@ -189,3 +189,40 @@ func sortedCopy(x []float64) []float64 {
 	slices.Sort(s)
 	return s
 }
+
+// ecdf is the empirical CDF of sorted at v: the fraction of samples ≤ v.
+func ecdf(sorted []float64, v float64) float64 {
+	i, _ := slices.BinarySearchFunc(sorted, v, func(e, t float64) int {
+		if e <= t {
+			return -1
+		}
+		return 1
+	})
+	return float64(i) / float64(len(sorted))
+}
+
+// KSBand is the Kolmogorov–Smirnov statistic with a tolerance band of
+// ±delta on the value axis: the smallest ε with
+//
+//	F_a(x−delta) − ε ≤ F_b(x) ≤ F_a(x+delta) + ε  for all x,
+//
+// that is, how much probability mass must move farther than delta (the
+// Lévy-metric construction). Delta 0 gives KS(a, b, 0); a global shift of
+// b by s with |s| ≤ delta costs nothing, so KSBand ≤ KSShift's minimum
+// over shifts within ±delta, and differences of shape narrower than delta
+// (two measurement noises of a few tens of µs) are forgiven too.
+func KSBand(a, b []float64, delta float64) float64 {
+	if len(a) == 0 || len(b) == 0 {
+		return math.NaN()
+	}
+	d := 0.0
+	// sup F_a(x−δ) − F_b(x): at the jumps of F_a(·−δ), x = a_i+δ.
+	for _, v := range a {
+		d = max(d, ecdf(a, v)-ecdf(b, v+delta))
+	}
+	// sup F_b(x) − F_a(x+δ): at the jumps of F_b, x = b_j.
+	for _, v := range b {
+		d = max(d, ecdf(b, v)-ecdf(a, v+delta))
+	}
+	return d
+}
