@@ -15,12 +15,17 @@ import (
 )
 
 // Probe is how one profile is probed: Count UDP datagrams of Size payload
-// bytes, Burst of them back to back every Interval.
+// bytes, Burst of them every Interval, Spacing apart within a burst (0:
+// back to back). Spacing is kept by spinning on the clock, so that both
+// sides send a burst at the same pace: a UML guest's send system call
+// alone takes 15–60 µs, and packets queued behind each other (rate) wait
+// by how much later they were sent.
 type Probe struct {
 	Count    int
 	Interval time.Duration
 	Burst    int
 	Size     int
+	Spacing  time.Duration
 }
 
 // DefaultProbe: 2000 probes, one every 2 ms, 64 bytes of payload.
@@ -164,7 +169,14 @@ func RunProbes(send, recv *net.UDPConn, dst netip.AddrPort, pr Probe, seed uint6
 		if d := time.Until(tick); d > 0 {
 			time.Sleep(d)
 		}
+		var first time.Time // the burst's first send: spacing counts from it
 		for b := 0; b < pr.Burst && seq < pr.Count; b++ {
+			if b == 0 {
+				first = time.Now()
+			} else if pr.Spacing > 0 {
+				for at := first.Add(time.Duration(b) * pr.Spacing); time.Now().Before(at); {
+				}
+			}
 			m, t := mono(), wall()
 			encode(pkt, uint32(seq), t, pad)
 			tr.SentNS[seq], monoSent[seq] = t, m

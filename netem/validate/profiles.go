@@ -13,11 +13,12 @@ const CalibrationMS = 2.0
 func Profiles(count int) []Spec {
 	pr := DefaultProbe
 	pr.Count = count
-	// Rate: bursts of 10 back-to-back 100-byte datagrams (128 bytes at
-	// layer 3, 142 on the wire) every 20 ms at 1 mbit/s: the k-th packet
-	// of a burst waits k×1.136 ms, so a 14-byte error in the packet
-	// length shifts the upper percentiles by over 1 ms.
-	rate := Probe{Count: count, Interval: 20 * time.Millisecond, Burst: 10, Size: 100}
+	// Rate: bursts of 10 100-byte datagrams (128 bytes at layer 3, 142
+	// on the wire), 250 µs apart, every 20 ms at 1 mbit/s: the k-th
+	// packet (from 0) of a burst leaves (k+1)×1.136 ms after the first
+	// was sent, so a 14-byte error in the packet length shifts the upper
+	// percentiles by over 1 ms.
+	rate := Probe{Count: count, Interval: 20 * time.Millisecond, Burst: 10, Size: 100, Spacing: 250 * time.Microsecond}
 	var out []Spec
 	for _, s := range []struct {
 		p  string
