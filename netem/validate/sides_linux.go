@@ -113,6 +113,9 @@ func RunUserspace(ctx context.Context, cfg Config, specs []Spec) ([]*Trace, erro
 	key := AddrA.String() + ">" + AddrB.String()
 	var out []*Trace
 	for i, s := range specs {
+		if err := ctx.Err(); err != nil {
+			return out, fmt.Errorf("validate: userspace side: %w", err)
+		}
 		prof, err := netem.Parse(s.User)
 		if err != nil {
 			return out, fmt.Errorf("validate: %s: %w", s.Name, err)

@@ -18,8 +18,10 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/signal"
 	"runtime/debug"
 	"strings"
+	"syscall"
 	"time"
 
 	"tokenbed/harness/uml"
@@ -81,7 +83,9 @@ func run(log *slog.Logger, n int, seed uint64, only string) int {
 	start := time.Now()
 	fmt.Printf("# netem cross-validation: kernel sch_netem (UML guest) vs userspace engine (TUN relay, host)\n\n")
 	fmt.Printf("run ID %s, seed %d (probe padding of profile i: seed + i·0x9e3779b97f4a7c15; engine seed = seed), %d probes per profile\n\n", runID, seed, n)
-	ctx := context.Background()
+	// Interrupted: stop the guest and tidy the namespaces before exiting.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
 	var guestOut strings.Builder
 	kt, err := validate.RunKernelInUML(ctx, []string{exe}, cfg, specs, &guestOut)
 	if err != nil {
