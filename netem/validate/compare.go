@@ -153,8 +153,8 @@ func Compare(name string, k, u *Trace, calK, calU float64) Result {
 	r.add(bm)
 	r.add(rateMetric("duplicate rate", RateOf(dupk), RateOf(dupu)))
 	r.add(rateMetric("reorder rate", RateOf(rk), RateOf(ru)))
-	r.Info = fmt.Sprintf("kernel: %d sent, %d arrivals, %d damaged, %d csum/hdr errors; userspace: %d sent, %d arrivals, %d damaged, %d csum/hdr errors; %s",
-		len(k.SentNS), len(k.Arrivals), k.Damaged, k.CsumErrors, len(u.SentNS), len(u.Arrivals), u.Damaged, u.CsumErrors, u.Notes)
+	r.Info = fmt.Sprintf("kernel: %d sent, %d arrivals, %d damaged, %d csum/hdr errors, %s timestamps; userspace: %d sent, %d arrivals, %d damaged, %d csum/hdr errors, %s timestamps; %s",
+		len(k.SentNS), len(k.Arrivals), k.Damaged, k.CsumErrors, k.Clock, len(u.SentNS), len(u.Arrivals), u.Damaged, u.CsumErrors, u.Clock, u.Notes)
 	return r
 }
 
