@@ -35,6 +35,10 @@ func Profiles(count int) []Spec {
 		{"loss state 2% 30% 10% 5% 1%", pr},
 		{"loss gemodel 2% 20% 80% 1%", pr},
 		{"duplicate 10%", pr},
+		// sch_netem re-enqueues the duplicate through netem_enqueue: it
+		// meets the loss model again, so 2 copies arrive with probability
+		// 0.5·0.8·0.8 = 32% (40% if the clone skipped the loss model).
+		{"duplicate 50% loss 20%", pr},
 		{"delay 10ms reorder 25% 50%", pr},
 		{"corrupt 5%", pr},
 		{"rate 1mbit", rate},
