@@ -287,8 +287,10 @@ func (q *Qdisc) enqueue(now time.Time, n int, mayDup bool) Outcome {
 		// of netem_enqueue again, so it is itself subject to the loss model,
 		// to corruption (its own bit, on its own copy: skb_unshare) and to
 		// the limit, but is never duplicated again. Cross-validation
-		// against kernel netem (netem/validate) covers duplicate rates;
-		// this is the order of events in netem_enqueue.
+		// against kernel netem (netem/validate, profile "duplicate 50%
+		// loss 20%") showed it: 32% of packets arrived twice through
+		// sch_netem (0.5·0.8·0.8), 40% through a model whose clone
+		// skipped the loss model.
 		if d := q.enqueue(now, n, false); !d.Drop {
 			t := d.At
 			out.Dup, out.DupCorrupt = &t, d.Corrupt
