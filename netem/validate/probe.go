@@ -95,8 +95,8 @@ func decode(b []byte) (uint32, bool) {
 
 // RunProbes sends pr's probes from send to dst, where recv receives them,
 // and returns the trace. Both sockets belong to this process, so send and
-// receive times come from one monotonic clock. After the last probe the
-// receiver waits drain for stragglers.
+// receive times come from one clock (see Trace.Clock). After the last
+// probe the receiver waits drain for stragglers.
 func RunProbes(send, recv *net.UDPConn, dst netip.AddrPort, pr Probe, seed uint64, drain time.Duration) (*Trace, error) {
 	if pr.Size < headerLen || pr.Count <= 0 || pr.Burst <= 0 {
 		return nil, fmt.Errorf("validate: bad probe %+v", pr)
