@@ -57,7 +57,12 @@ type Result struct {
 }
 
 // Delays returns the one-way delay (ms) of each probe's first arrival,
-// less overheadMS.
+// less overheadMS. With Probe.FromBurstStart the delay counts from the
+// send of the probe's burst's first packet: behind a rate limiter the
+// k-th packet of a burst leaves (k+1) packet times after the first
+// arrived, whenever the others were sent, so this measure does not carry
+// the sender's timing noise (large in a UML guest), where the delay from
+// its own send would.
 func Delays(t *Trace, overheadMS float64) []float64 {
 	seen := make([]bool, len(t.SentNS))
 	var d []float64
@@ -66,7 +71,11 @@ func Delays(t *Trace, overheadMS float64) []float64 {
 			continue
 		}
 		seen[a.Seq] = true
-		d = append(d, float64(a.RecvNS-t.SentNS[a.Seq])/1e6-overheadMS)
+		ref := t.SentNS[a.Seq]
+		if t.Probe.FromBurstStart && t.Probe.Burst > 1 {
+			ref = t.SentNS[int(a.Seq)-int(a.Seq)%t.Probe.Burst]
+		}
+		d = append(d, float64(a.RecvNS-ref)/1e6-overheadMS)
 	}
 	return d
 }
@@ -250,5 +259,6 @@ var TolerancesText = fmt.Sprintf(`Tolerances:
 - KS D: two-sample Kolmogorov–Smirnov statistic against the α=0.01 critical value 1.628·sqrt((n+m)/(n·m)), with a ±%g ms allowance. The verdict uses the band form: D = the least ε with F_k(x−0.5ms)−ε ≤ F_u(x) ≤ F_k(x+0.5ms)+ε for all x (the probability mass that must move by more than 0.5 ms). The method column also shows the plain global-shift form (D minimised over shifts of the userspace sample within ±0.5 ms, grid %g ms), which is never smaller: it fails every zero-jitter profile (delay 10ms, reorder) because there it compares the two sides' measurement noises (a few tens of µs wide, of different shapes: UML guest vs host) rather than netem's delay.
 - loss, duplicate and reorder rates: |u−k| within the 99%% CI of the difference of two proportions, 2.576·sqrt(se_k²+se_u²), each se the larger of the binomial one and a 20-batch batch-means one (bursty and correlated processes vary more than binomially). Loss counts every probe that never arrived intact (corrupted datagrams fail the UDP checksum and are dropped by the receiver's kernel: corrupt shows as loss). Reorder: a first arrival with a lower sequence number than one already received (RFC 4737).
 - mean loss burst length (runs of consecutive lost probes): |u−k| within the 99%% CI of the difference of means (needs ≥5 bursts per side, else n/a).
+- rate 1mbit: bursts of 7 probes, each delay counted from the send of its burst's first probe (behind the rate limiter the k-th probe leaves (k+1) packet times after the first arrived, whenever it was sent itself).
 - No arrival is excluded (no stall window).
 `, DelayAbsMS, DelayRel*100, KSShiftMS, KSStepMS)

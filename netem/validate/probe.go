@@ -26,6 +26,9 @@ type Probe struct {
 	Burst    int
 	Size     int
 	Spacing  time.Duration
+	// FromBurstStart measures each probe's delay from its burst's first
+	// send instead of its own (see Delays).
+	FromBurstStart bool
 }
 
 // DefaultProbe: 2000 probes, one every 2 ms, 64 bytes of payload.

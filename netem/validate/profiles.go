@@ -13,12 +13,16 @@ const CalibrationMS = 2.0
 func Profiles(count int) []Spec {
 	pr := DefaultProbe
 	pr.Count = count
-	// Rate: bursts of 10 100-byte datagrams (128 bytes at layer 3, 142
-	// on the wire), 250 µs apart, every 20 ms at 1 mbit/s: the k-th
+	// Rate: bursts of 7 100-byte datagrams (128 bytes at layer 3, 142
+	// on the wire), 250 µs apart, every 20 ms at 1 mbit/s. The k-th
 	// packet (from 0) of a burst leaves (k+1)×1.136 ms after the first
-	// was sent, so a 14-byte error in the packet length shifts the upper
-	// percentiles by over 1 ms.
-	rate := Probe{Count: count, Interval: 20 * time.Millisecond, Burst: 10, Size: 100, Spacing: 250 * time.Microsecond}
+	// arrived; its delay is counted from the burst's first send
+	// (FromBurstStart), so a 14-byte error in the packet length shifts
+	// the upper percentiles by 0.8 ms. The delays take 7 discrete values,
+	// each 1/7 of the probes: p50, p90 and p99 fall inside a class, not on
+	// a boundary between two (with bursts of 10, p50 and p90 sat exactly
+	// on boundaries and a few late packets moved them by a whole class).
+	rate := Probe{Count: count, Interval: 20 * time.Millisecond, Burst: 7, Size: 100, Spacing: 250 * time.Microsecond, FromBurstStart: true}
 	var out []Spec
 	for _, s := range []struct {
 		p  string
