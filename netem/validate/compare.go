@@ -162,7 +162,7 @@ func Compare(name string, k, u *Trace, calK, calU float64) Result {
 	r.add(bm)
 	r.add(rateMetric("duplicate rate", RateOf(dupk), RateOf(dupu)))
 	r.add(rateMetric("reorder rate", RateOf(rk), RateOf(ru)))
-	r.Info = fmt.Sprintf("kernel: %d sent, %d arrivals, %d damaged, %d csum/hdr errors, %s timestamps; userspace: %d sent, %d arrivals, %d damaged, %d csum/hdr errors, %s timestamps; %s",
+	r.Info = fmt.Sprintf("send spacing p1/p50/p99 (ms): kernel side %s, userspace side %s; ", spacing(k), spacing(u)) + fmt.Sprintf("kernel: %d sent, %d arrivals, %d damaged, %d csum/hdr errors, %s timestamps; userspace: %d sent, %d arrivals, %d damaged, %d csum/hdr errors, %s timestamps; %s",
 		len(k.SentNS), len(k.Arrivals), k.Damaged, k.CsumErrors, k.Clock, len(u.SentNS), len(u.Arrivals), u.Damaged, u.CsumErrors, u.Clock, u.Notes)
 	return r
 }
@@ -260,5 +260,22 @@ var TolerancesText = fmt.Sprintf(`Tolerances:
 - loss, duplicate and reorder rates: |u−k| within the 99%% CI of the difference of two proportions, 2.576·sqrt(se_k²+se_u²), each se the larger of the binomial one and a 20-batch batch-means one (bursty and correlated processes vary more than binomially). Loss counts every probe that never arrived intact (corrupted datagrams fail the UDP checksum and are dropped by the receiver's kernel: corrupt shows as loss). Reorder: a first arrival with a lower sequence number than one already received (RFC 4737).
 - mean loss burst length (runs of consecutive lost probes): |u−k| within the 99%% CI of the difference of means (needs ≥5 bursts per side, else n/a).
 - rate 1mbit: bursts of 7 probes, each delay counted from the send of its burst's first probe (behind the rate limiter the k-th probe leaves (k+1) packet times after the first arrived, whenever it was sent itself).
+- Send times: the guest sends on a 2 ms schedule (its sleeps end late, irregularly); the host side replays the guest's actual send times of the same profile (spinning to hit them within µs), so both sides see the same spacing: the spacing alone changes reorder rates under jitter and queueing behind a rate limiter.
 - No arrival is excluded (no stall window).
 `, DelayAbsMS, DelayRel*100, KSShiftMS, KSStepMS)
+
+// spacing summarises the intervals between successive sends of a trace.
+func spacing(t *Trace) string {
+	if len(t.SentNS) < 3 {
+		return "–"
+	}
+	var d []float64
+	for i := 1; i < len(t.SentNS); i++ {
+		if t.Probe.Burst > 1 && i%t.Probe.Burst != 0 {
+			continue // within a burst
+		}
+		d = append(d, float64(t.SentNS[i]-t.SentNS[i-1])/1e6)
+	}
+	d = sortedCopy(d)
+	return fmt.Sprintf("%.3f/%.3f/%.3f", Percentile(d, 0.01), Percentile(d, 0.5), Percentile(d, 0.99))
+}

@@ -34,6 +34,10 @@ type Probe struct {
 // DefaultProbe: 2000 probes, one every 2 ms, 64 bytes of payload.
 var DefaultProbe = Probe{Count: 2000, Interval: 2 * time.Millisecond, Burst: 1, Size: 64}
 
+// spinWindow is how long before a replayed send time the sender stops
+// sleeping and spins on the clock.
+const spinWindow = 700 * time.Microsecond
+
 // headerLen is the probe header: magic, sequence number, send time, CRC.
 const headerLen = 20
 
@@ -100,9 +104,17 @@ func decode(b []byte) (uint32, bool) {
 // and returns the trace. Both sockets belong to this process, so send and
 // receive times come from one clock (see Trace.Clock). After the last
 // probe the receiver waits drain for stragglers.
-func RunProbes(send, recv *net.UDPConn, dst netip.AddrPort, pr Probe, seed uint64, drain time.Duration) (*Trace, error) {
-	if pr.Size < headerLen || pr.Count <= 0 || pr.Burst <= 0 {
-		return nil, fmt.Errorf("validate: bad probe %+v", pr)
+//
+// With replay (one offset per probe, ns from the start), each probe is
+// sent at that offset instead of on pr's schedule: the userspace side
+// replays the kernel side's actual send times. A UML guest's sleeps end
+// 0.2 ms late or more, irregularly, and the spacing of the sends alone
+// changes how often jitter reorders packets (more variance, more
+// reordering) and how long packets queue behind a rate limiter; replayed,
+// both sides see the same spacing.
+func RunProbes(send, recv *net.UDPConn, dst netip.AddrPort, pr Probe, seed uint64, drain time.Duration, replay []int64) (*Trace, error) {
+	if pr.Size < headerLen || pr.Count <= 0 || pr.Burst <= 0 || (replay != nil && len(replay) != pr.Count) {
+		return nil, fmt.Errorf("validate: bad probe %+v (replay of %d)", pr, len(replay))
 	}
 	tr := &Trace{Probe: pr, Seed: seed, SentNS: make([]int64, pr.Count)}
 	kernelTS := true
@@ -169,6 +181,24 @@ func RunProbes(send, recv *net.UDPConn, dst netip.AddrPort, pr Probe, seed uint6
 	var sendErr error
 	for seq := 0; seq < pr.Count; {
 		tick := start.Add(time.Duration(seq/pr.Burst) * pr.Interval)
+		if replay != nil {
+			// Replaying another trace's send times: sleep to just
+			// before, then spin, to hit them within microseconds.
+			tick = start.Add(time.Duration(replay[seq]))
+			if d := time.Until(tick) - spinWindow; d > 0 {
+				time.Sleep(d)
+			}
+			for time.Now().Before(tick) {
+			}
+			m, t := mono(), wall()
+			encode(pkt, uint32(seq), t, pad)
+			tr.SentNS[seq], monoSent[seq] = t, m
+			if _, err := send.WriteToUDPAddrPort(pkt, dst); err != nil && sendErr == nil {
+				sendErr = fmt.Errorf("validate: sending probe %d: %w", seq, err)
+			}
+			seq++
+			continue
+		}
 		if d := time.Until(tick); d > 0 {
 			time.Sleep(d)
 		}

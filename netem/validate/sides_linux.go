@@ -23,6 +23,21 @@ type Spec struct {
 	Kernel string
 	User   string
 	Probe  Probe
+	// Replay, if set, are the send times (ns from the start) the
+	// userspace side sends at: the kernel trace's SentNS (see RunProbes).
+	Replay []int64 `json:",omitempty"`
+}
+
+// WithReplay returns specs whose Replay are the send times of the kernel
+// traces (specs beyond the traces keep theirs).
+func WithReplay(specs []Spec, kernel []*Trace) []Spec {
+	out := append([]Spec(nil), specs...)
+	for i := range out {
+		if i < len(kernel) && len(kernel[i].SentNS) == out[i].Probe.Count {
+			out[i].Replay = kernel[i].SentNS
+		}
+	}
+	return out
 }
 
 // Config is shared by both sides.
@@ -69,7 +84,7 @@ func RunKernel(cfg Config, specs []Spec) ([]*Trace, error) {
 			return out, fmt.Errorf("validate: %s: %w", s.Name, err)
 		}
 		c0, _ := csumErrors(p.nsB)
-		tr, err := RunProbes(p.send, p.recv, netip.AddrPortFrom(AddrB, ProbePort), s.Probe, ProbeSeed(cfg.Seed, i), cfg.drain())
+		tr, err := RunProbes(p.send, p.recv, netip.AddrPortFrom(AddrB, ProbePort), s.Probe, ProbeSeed(cfg.Seed, i), cfg.drain(), nil)
 		derr := q.Delete()
 		if err != nil {
 			return out, fmt.Errorf("validate: kernel %s: %w", s.Name, err)
@@ -125,7 +140,7 @@ func RunUserspace(ctx context.Context, cfg Config, specs []Spec) ([]*Trace, erro
 		}
 		st0 := eng.Stats()
 		c0, _ := csumErrors(p.nsB)
-		tr, err := RunProbes(p.send, p.recv, netip.AddrPortFrom(AddrB, ProbePort), s.Probe, ProbeSeed(cfg.Seed, i), cfg.drain())
+		tr, err := RunProbes(p.send, p.recv, netip.AddrPortFrom(AddrB, ProbePort), s.Probe, ProbeSeed(cfg.Seed, i), cfg.drain(), s.Replay)
 		if err != nil {
 			return out, fmt.Errorf("validate: userspace %s: %w", s.Name, err)
 		}

@@ -76,7 +76,7 @@ func TestCrossValidation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ut, err := RunUserspace(ctx, cfg, []Spec{cal, same, mismatch})
+	ut, err := RunUserspace(ctx, cfg, WithReplay([]Spec{cal, same, mismatch}, kt))
 	if err != nil {
 		t.Fatal(err)
 	}

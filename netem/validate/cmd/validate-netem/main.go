@@ -93,7 +93,8 @@ func run(log *slog.Logger, n int, seed uint64, only string) int {
 		return 2
 	}
 	kDur := time.Since(start)
-	ut, err := validate.RunUserspace(ctx, cfg, specs)
+	// The host replays the guest's actual send times (see RunProbes).
+	ut, err := validate.RunUserspace(ctx, cfg, validate.WithReplay(specs, kt))
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "validate-netem: userspace side: %v\n", err)
 		return 2
