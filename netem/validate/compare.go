@@ -271,10 +271,10 @@ func spacing(t *Trace) string {
 	}
 	var d []float64
 	for i := 1; i < len(t.SentNS); i++ {
-		if t.Probe.Burst > 1 && i%t.Probe.Burst != 0 {
-			continue // within a burst
+		if t.Probe.Burst > 1 && (i%t.Probe.Burst != 0 || i < t.Probe.Burst) {
+			continue // within a burst: first send to first send
 		}
-		d = append(d, float64(t.SentNS[i]-t.SentNS[i-1])/1e6)
+		d = append(d, float64(t.SentNS[i]-t.SentNS[i-max(t.Probe.Burst, 1)])/1e6)
 	}
 	d = sortedCopy(d)
 	return fmt.Sprintf("%.3f/%.3f/%.3f", Percentile(d, 0.01), Percentile(d, 0.5), Percentile(d, 0.99))

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"slices"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -61,11 +62,11 @@ type Trace struct {
 	Arrivals []Arrival // in arrival order, duplicates included
 	// Clock says where receive times come from: "kernel" (SO_TIMESTAMPNS,
 	// the time the receiver's kernel took the packet in: when netem or the
-	// relay released it, without the receiving process's wake-up; send and
-	// receive times are then CLOCK_REALTIME) or "process" (CLOCK_MONOTONIC
-	// after the read returned). Kernel times are used unless the wall
-	// clock moved against the monotonic one by more than 100 µs during the
-	// trace.
+	// relay released it, without the receiving process's wake-up; a
+	// CLOCK_REALTIME time, converted to CLOCK_MONOTONIC with the offset
+	// between the two clocks read at the last send before it) or "process"
+	// (CLOCK_MONOTONIC after the read returned; only where the kernel gave
+	// no timestamp). SentNS and RecvNS are CLOCK_MONOTONIC either way.
 	Clock string
 	// Damaged counts datagrams received whose CRC or header was wrong.
 	Damaged int
@@ -223,15 +224,34 @@ func RunProbes(send, recv *net.UDPConn, dst netip.AddrPort, pr Probe, seed uint6
 	if err := <-recvDone; err != nil {
 		return nil, err
 	}
-	end := time.Now()
-	skew := (end.UnixNano() - startWall) - int64(end.Sub(start))
-	tr.Clock = "kernel"
-	if !kernelTS || skew > 100e3 || skew < -100e3 {
+	if !kernelTS {
 		tr.Clock = "process"
 		copy(tr.SentNS, monoSent)
 		for i := range tr.Arrivals {
 			tr.Arrivals[i].RecvNS = monoRecv[i]
 		}
+		return tr, sendErr
+	}
+	// Kernel receive times are CLOCK_REALTIME, which may move against
+	// CLOCK_MONOTONIC during the trace (a UML guest's wall clock does
+	// under host load). Every send read both clocks: each receive time is
+	// converted to the monotonic clock with the offset of the last send
+	// before it, and all times are monotonic from here on.
+	tr.Clock = "kernel"
+	wallSent := slices.Clone(tr.SentNS)
+	var maxSkew int64
+	for i := range wallSent {
+		off := wallSent[i] - monoSent[i]
+		maxSkew = max(maxSkew, off-(wallSent[0]-monoSent[0]), (wallSent[0]-monoSent[0])-off)
+	}
+	for i, a := range tr.Arrivals {
+		j, _ := slices.BinarySearch(wallSent, a.RecvNS+1) // first send after it
+		j = max(j-1, 0)
+		tr.Arrivals[i].RecvNS = a.RecvNS - (wallSent[j] - monoSent[j])
+	}
+	copy(tr.SentNS, monoSent)
+	if maxSkew > 50e3 {
+		tr.Clock = fmt.Sprintf("kernel (wall clock moved %.3f ms against the monotonic one; corrected)", float64(maxSkew)/1e6)
 	}
 	return tr, sendErr
 }
