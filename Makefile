@@ -8,7 +8,7 @@ export CGO_ENABLED := 0
 GOFLAGS_BUILD := -trimpath
 BACKEND   ?= netns
 
-.PHONY: all deps build test vet fmt-check fuzz bench demo endurance endurance-smoke nightly clean clean-host image
+.PHONY: all deps build test vet fmt-check fuzz bench validate-netem demo endurance endurance-smoke nightly clean clean-host image
 
 all: build
 
@@ -47,6 +47,15 @@ bench: deps
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./netem/...
 	$(GO) test -run '^$$' -bench . -benchtime 500000x ./harness/capture
 	$(GO) test -run '^$$' -bench . -benchtime 3x ./harness/backend/nsbackend
+
+# Cross-validation of the userspace netem engine against real sch_netem (in a
+# UML guest): the same profiles both ways, a markdown table of the
+# differences, exit status 1 if any profile fails. Needs root. The binary is
+# static (CGO_ENABLED=0): the guest runs it for the kernel side.
+VALIDATE_FLAGS ?=
+validate-netem: deps
+	$(GO) build $(GOFLAGS_BUILD) -o $(BIN)/validate-netem ./netem/validate/cmd/validate-netem
+	./$(BIN)/validate-netem $(VALIDATE_FLAGS)
 
 # The 20-day endurance experiment of seed 002 §3.3 in compressed time
 # (results/RUNID/report.md); endurance-smoke is the same, shortened (CI);

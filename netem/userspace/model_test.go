@@ -186,18 +186,76 @@ func TestReorderGap(t *testing.T) {
 
 // Rate: back-to-back packets queue behind each other at the link rate.
 func TestRate(t *testing.T) {
-	q := must(t, "rate 1mbit") // 125000 bytes/s: 100 bytes take 800 µs
+	// 125000 bytes/s; a 100-byte IP packet is 114 bytes on the Ethernet
+	// link whose netem the model reproduces (LinkHeader): 912 µs.
+	q := must(t, "rate 1mbit")
 	now := t0
 	var last time.Time
 	for i := 0; i < 10; i++ {
 		o := q.Enqueue(now, 100)
-		if i > 0 && o.At.Sub(last) != 800*time.Microsecond {
-			t.Fatalf("packet %d leaves %v after the previous, want 800µs", i, o.At.Sub(last))
+		if i > 0 && o.At.Sub(last) != 912*time.Microsecond {
+			t.Fatalf("packet %d leaves %v after the previous, want 912µs", i, o.At.Sub(last))
 		}
 		last = o.At
 	}
-	if got := last.Sub(now); got != 8*time.Millisecond {
-		t.Fatalf("10 packets of 100 bytes at 1 Mbit/s: the last leaves after %v, want 8ms", got)
+	if got := last.Sub(now); got != 9120*time.Microsecond {
+		t.Fatalf("10 packets of 100 bytes (114 with the Ethernet header) at 1 Mbit/s: the last leaves after %v, want 9.12ms", got)
+	}
+	// Packet overhead and cells apply to the length with the header:
+	// 100+14+6 = 120 bytes → 3 cells of 50, each +10: 180 bytes.
+	q = must(t, "rate 1mbit 6 50 10")
+	o := q.Enqueue(now, 100)
+	if got := o.At.Sub(now); got != 1440*time.Microsecond {
+		t.Fatalf("cells: %v, want 1.44ms (180 bytes)", got)
+	}
+}
+
+// sch_netem re-enqueues a duplicate through the whole netem_enqueue (with
+// duplication off): the clone is subject to loss, corruption and the limit
+// on its own.
+func TestDuplicateGoesThroughTheQdiscAgain(t *testing.T) {
+	const n = 100000
+	q := must(t, "duplicate 100% loss 50%")
+	counts := [3]int{}
+	now := t0
+	for i := 0; i < n; i++ {
+		o := q.Enqueue(now, 100)
+		c := 0
+		if !o.Drop {
+			c++
+		}
+		if o.Dup != nil {
+			c++
+		}
+		counts[c]++
+		now = now.Add(time.Millisecond)
+	}
+	// A loss of the original cancels the duplication (count 2 → 1: one
+	// copy, no clone); otherwise the clone meets the loss model again.
+	if counts[0] != 0 || !within(counts[2], n, 0.25) || !within(counts[1], n, 0.75) {
+		t.Errorf("duplicate 100%% loss 50%%: copies 0/1/2 = %v, want 0 / 75%% / 25%%", counts)
+	}
+
+	q = must(t, "duplicate 100% corrupt 100%")
+	differ := 0
+	for i := 0; i < 1000; i++ {
+		o := q.Enqueue(t0, 100)
+		if o.Drop || o.Dup == nil || o.Corrupt < 0 || o.DupCorrupt < 0 {
+			t.Fatalf("duplicate 100%% corrupt 100%%: %+v", o)
+		}
+		if o.Corrupt != o.DupCorrupt {
+			differ++
+		}
+	}
+	if differ < 990 {
+		t.Errorf("the clone's corrupted bit equals the original's %d times of 1000: not drawn on its own", 1000-differ)
+	}
+
+	// The clone is queued first; at limit 1 the original is then dropped.
+	q = must(t, "limit 1 delay 10ms duplicate 100%")
+	o := q.Enqueue(t0, 100)
+	if !o.Drop || o.Reason != "limit" || o.Dup == nil {
+		t.Errorf("limit 1, duplicate 100%%: %+v, want the original dropped at the limit and the clone queued", o)
 	}
 }
 
