@@ -208,3 +208,56 @@ func TestTxQueueLenDefault(t *testing.T) {
 		}
 	}
 }
+
+// sch_netem queues a duplicate's clone before the original, so with
+// "limit 1" the clone takes the only place and the original is dropped at
+// the limit: one copy of every packet still arrives (the clone). A flipped
+// bit that makes the TUN device refuse a packet is the corruption asked
+// for, never an unintended drop.
+func TestDuplicateOutlivesLimitAndCorruptionIsIntended(t *testing.T) {
+	l := newLab(t, "tbe11a04")
+	l.profile("A", "B", "delay 20ms duplicate 100% limit 1")
+	l.profile("A", "C", "corrupt 100%")
+	if err := l.eng.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	a, b := l.socket("A", 9000), l.socket("B", 9000)
+	const n = 20
+	got := make(chan int)
+	go func() {
+		k := 0
+		buf := make([]byte, 64)
+		for {
+			b.SetReadDeadline(time.Now().Add(time.Second))
+			if _, _, err := b.ReadFromUDP(buf); err != nil {
+				got <- k
+				return
+			}
+			k++
+		}
+	}()
+	for i := 0; i < n; i++ {
+		a.WriteToUDPAddrPort([]byte("x"), netip.AddrPortFrom(l.addrs["B"], 9000))
+		time.Sleep(40 * time.Millisecond) // the queue empties between packets
+	}
+	if k := <-got; k != n {
+		t.Errorf("delay 20ms duplicate 100%% limit 1: %d of %d packets arrived, want each once (the clone)", k, n)
+	}
+	for i := 0; i < 1000; i++ {
+		a.WriteToUDPAddrPort(make([]byte, 28), netip.AddrPortFrom(l.addrs["C"], 9000))
+	}
+	time.Sleep(200 * time.Millisecond)
+	st := l.eng.Stats()
+	ab := st.Directions[l.addrs["A"].String()+">"+l.addrs["B"].String()]
+	ac := st.Directions[l.addrs["A"].String()+">"+l.addrs["C"].String()]
+	t.Logf("A>B %+v; A>C %+v", ab, ac)
+	if ab.Duplicated != n || ab.LimitDrops != n {
+		t.Errorf("A>B: %d duplicated, %d limit drops, want %d each", ab.Duplicated, ab.LimitDrops, n)
+	}
+	if ac.Corrupted < 1000 {
+		t.Errorf("A>C: %d of 1000 corrupted", ac.Corrupted)
+	}
+	if st.Unintended() != 0 {
+		t.Errorf("unintended drops with corrupt 100%%: %+v", st)
+	}
+}

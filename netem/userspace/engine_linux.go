@@ -124,11 +124,11 @@ type Stats struct {
 	// errors, and packets the kernel dropped at a TUN device (TunDrops).
 	// Non-zero means the engine impaired more than asked.
 	WriteErrors, NoRoute, ReadErrors uint64
-	// TunDrops is the sum of the TUN devices' tx_dropped and rx_dropped
-	// counters: chiefly packets an agent sent while the device's transmit
-	// queue (Config.TxQueueLen) was full because the relay had not read
-	// them yet. A write the kernel refuses counts here as well as in
-	// WriteErrors: the sum may count a packet twice, never zero times.
+	// TunDrops is the sum of the TUN devices' tx_dropped counters: packets
+	// an agent sent while the device's transmit queue (Config.TxQueueLen)
+	// was full because the relay had not read them yet. Their rx_dropped
+	// counts the relay's refused writes, which the relay counts itself
+	// (WriteErrors, or nothing when the model corrupted the packet).
 	TunDrops uint64
 	BiasNS   int64
 	Realtime bool // the relay thread runs SCHED_FIFO
@@ -347,6 +347,8 @@ type release struct {
 	fd   int
 	data []byte
 	dir  *direction
+	// corrupted: the model flipped a bit of it (see release).
+	corrupted bool
 }
 
 type sendQueue struct {
@@ -475,6 +477,20 @@ func (e *Engine) enqueue(now time.Time, pkt []byte) {
 	}
 	d.stats.In++
 	o := d.q.Enqueue(now, n)
+	if o.Dup != nil {
+		// sch_netem clones the packet as it arrived, before the original
+		// is corrupted, and queues the clone first: it goes even when the
+		// original then hits the limit, and it has its own corruption.
+		dup := append([]byte(nil), pkt...)
+		if o.DupCorrupt >= 0 {
+			dup[o.DupCorrupt/8] ^= 1 << (o.DupCorrupt % 8)
+			d.stats.Corrupted++
+		}
+		d.stats.Duplicated++
+		e.q.seq++
+		heap.Push(&e.q, release{at: *o.Dup, seq: e.q.seq, to: to, data: dup, dir: d, corrupted: o.DupCorrupt >= 0})
+		e.arm(*o.Dup)
+	}
 	switch {
 	case o.Drop && o.Reason == "limit":
 		d.stats.LimitDrops++
@@ -490,14 +506,8 @@ func (e *Engine) enqueue(now time.Time, pkt []byte) {
 			d.stats.Reordered++
 		}
 		e.q.seq++
-		heap.Push(&e.q, release{at: o.At, seq: e.q.seq, to: to, data: data, dir: d})
+		heap.Push(&e.q, release{at: o.At, seq: e.q.seq, to: to, data: data, dir: d, corrupted: o.Corrupt >= 0})
 		e.arm(o.At)
-		if o.Dup != nil {
-			d.stats.Duplicated++
-			e.q.seq++
-			heap.Push(&e.q, release{at: *o.Dup, seq: e.q.seq, to: to, data: append([]byte(nil), data...), dir: d})
-			e.arm(*o.Dup)
-		}
 	}
 }
 
@@ -525,7 +535,13 @@ func (e *Engine) release(due []release) []release {
 	e.mu.Unlock()
 	for _, r := range due {
 		if _, err := unix.Write(r.fd, r.data); err != nil {
-			e.writeErrors.Add(1)
+			// A bit flipped in the IP header (version, length) makes the
+			// TUN device refuse the packet, as the receiver's IP stack
+			// would drop it behind sch_netem: the corruption asked for,
+			// not an unintended drop.
+			if !r.corrupted {
+				e.writeErrors.Add(1)
+			}
 			continue
 		}
 		sent := time.Now()
@@ -601,7 +617,7 @@ func tunDrops(ports []*port) (uint64, error) {
 			continue
 		}
 		if st := l.Attrs().Statistics; st != nil {
-			n += st.TxDropped + st.RxDropped
+			n += st.TxDropped
 		}
 	}
 	return n, errors.Join(errs...)
