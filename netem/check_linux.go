@@ -3,10 +3,10 @@ package netem
 import (
 	"errors"
 	"fmt"
-	"os"
-	"runtime"
 
 	"github.com/vishvananda/netns"
+
+	"tokenbed/internal/nsenter"
 )
 
 // CheckKernel tries a netem qdisc in a scratch network namespace named
@@ -23,7 +23,7 @@ func CheckKernel(runID string) (err error) {
 		return errors.New("netem: CheckKernel needs a run ID to name its scratch namespace")
 	}
 	name := runID + "-netemcheck"
-	ns, err := newNamedNS(name)
+	ns, err := nsenter.NewNamed(name)
 	if err != nil {
 		return fmt.Errorf("netem: kernel check: %w", err)
 	}
@@ -38,32 +38,4 @@ func CheckKernel(runID string) (err error) {
 		return fmt.Errorf("netem: kernel check: %w", err)
 	}
 	return q.Delete()
-}
-
-// newNamedNS creates /run/netns/NAME. netns.NewNamed moves the calling
-// thread into the new namespace, so this runs on a locked thread and moves
-// back before unlocking.
-func newNamedNS(name string) (netns.NsHandle, error) {
-	if _, err := os.Stat("/run/netns/" + name); err == nil {
-		return netns.None(), fmt.Errorf("namespace %s already exists; not touching it", name)
-	}
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	orig, err := netns.Get()
-	if err != nil {
-		return netns.None(), err
-	}
-	defer orig.Close()
-	ns, err := netns.NewNamed(name)
-	if serr := netns.Set(orig); serr != nil {
-		// The thread is stuck in the wrong namespace: never unlock it, so
-		// the runtime retires it instead of reusing it.
-		runtime.LockOSThread()
-		if err == nil {
-			ns.Close()
-			netns.DeleteNamed(name)
-		}
-		return netns.None(), fmt.Errorf("returning to the original namespace: %w", serr)
-	}
-	return ns, err
 }

@@ -17,6 +17,8 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+
+	"tokenbed/internal/nsenter"
 )
 
 // runID prefixes every namespace these tests create, so leftovers are
@@ -37,7 +39,7 @@ func needRoot(t *testing.T) {
 func scratchNS(t *testing.T, suffix string) (netns.NsHandle, string) {
 	t.Helper()
 	name := runID + "-" + suffix
-	ns, err := newNamedNS(name)
+	ns, err := nsenter.NewNamed(name)
 	if err != nil {
 		t.Fatalf("namespace %s: %v", name, err)
 	}

@@ -7,13 +7,14 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"runtime"
 	"strconv"
 	"strings"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+
+	"tokenbed/internal/nsenter"
 )
 
 // Addresses of the two ends: the sender A and the receiver B.
@@ -35,49 +36,6 @@ type pair struct {
 	send, recv *net.UDPConn
 }
 
-func newNamedNS(name string) (netns.NsHandle, error) {
-	if _, err := os.Stat("/run/netns/" + name); err == nil {
-		return netns.None(), fmt.Errorf("namespace %s already exists; not touching it", name)
-	}
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	orig, err := netns.Get()
-	if err != nil {
-		return netns.None(), err
-	}
-	defer orig.Close()
-	ns, err := netns.NewNamed(name)
-	if serr := netns.Set(orig); serr != nil {
-		runtime.LockOSThread() // never reuse a thread stuck in ns
-		if err == nil {
-			ns.Close()
-			netns.DeleteNamed(name)
-		}
-		return netns.None(), fmt.Errorf("returning to the original namespace: %w", serr)
-	}
-	return ns, err
-}
-
-// inNS runs f on a locked OS thread switched into ns.
-func inNS(ns netns.NsHandle, f func() error) error {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	orig, err := netns.Get()
-	if err != nil {
-		return err
-	}
-	defer orig.Close()
-	if err := netns.Set(ns); err != nil {
-		return err
-	}
-	ferr := f()
-	if err := netns.Set(orig); err != nil {
-		runtime.LockOSThread()
-		return fmt.Errorf("returning to the original namespace: %w", err)
-	}
-	return ferr
-}
-
 func newPair(runID string) (p *pair, err error) {
 	p = &pair{runID: runID, nsA: netns.None(), nsB: netns.None(), linkA: runID + "-a"}
 	defer func() {
@@ -86,10 +44,10 @@ func newPair(runID string) (p *pair, err error) {
 			p = nil
 		}
 	}()
-	if p.nsA, err = newNamedNS(runID + "-a"); err != nil {
+	if p.nsA, err = nsenter.NewNamed(runID + "-a"); err != nil {
 		return p, err
 	}
-	if p.nsB, err = newNamedNS(runID + "-b"); err != nil {
+	if p.nsB, err = nsenter.NewNamed(runID + "-b"); err != nil {
 		return p, err
 	}
 	ha, err := netlink.NewHandleAt(p.nsA, unix.NETLINK_ROUTE)
@@ -142,13 +100,13 @@ func newPair(runID string) (p *pair, err error) {
 			return p, fmt.Errorf("neighbour %v: %w", e.pa, err)
 		}
 	}
-	if err := inNS(p.nsA, func() (err error) {
+	if err := nsenter.Do(p.nsA, func() (err error) {
 		p.send, err = net.ListenUDP("udp4", &net.UDPAddr{IP: AddrA.AsSlice()})
 		return err
 	}); err != nil {
 		return p, err
 	}
-	if err := inNS(p.nsB, func() (err error) {
+	if err := nsenter.Do(p.nsB, func() (err error) {
 		p.recv, err = net.ListenUDP("udp4", &net.UDPAddr{IP: AddrB.AsSlice(), Port: ProbePort})
 		if err == nil {
 			err = p.recv.SetReadBuffer(4 << 20)
@@ -186,7 +144,7 @@ func (p *pair) close() error {
 // csumErrors reads UDP InCsumErrors + IP InHdrErrors of ns.
 func csumErrors(ns netns.NsHandle) (uint64, error) {
 	var total uint64
-	err := inNS(ns, func() error {
+	err := nsenter.Do(ns, func() error {
 		f, err := os.Open("/proc/thread-self/net/snmp")
 		if err != nil {
 			return err
