@@ -42,6 +42,32 @@ schedule:
   - {action: crash, agent: holder, at: 45s}
 `
 
+// runInContainers runs the experiment text yaml through the runner with
+// every agent in a container, impaired by impair, and checks that
+// run.json says it ran in containers to the end.
+func runInContainers(t *testing.T, yaml, impair string) (dir string, info results.RunInfo, be *Backend) {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "exp.yaml")
+	if err := os.WriteFile(p, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e, err := experiments.Load(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	be = New(Options{AgentBin: agentBin, Log: log})
+	dir, err = runner.Run(context.Background(), runner.Options{Experiment: e, ExperimentFile: p, ResultsRoot: t.TempDir(),
+		Backend: be, Impair: impair, ImpairReason: "test", AgentBin: agentBin, Log: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := results.ReadJSON(dir, results.RunFile, &info); err != nil || info.Status != "ok" || info.Backend != "container" {
+		t.Errorf("run.json: %+v %v", info, err)
+	}
+	return dir, info, be
+}
+
 // A whole run through the runner with every agent in a container: the
 // token circulates among all three, the crashes kill the right containers
 // and leave their logs whole, the restarted agent works in the same
@@ -50,25 +76,9 @@ schedule:
 func TestRunInContainersCrashRestart(t *testing.T) {
 	requireDocker(t)
 	before := dockerState(t)
-	p := filepath.Join(t.TempDir(), "exp.yaml")
-	os.WriteFile(p, []byte(crashRestart), 0o644)
-	e, err := experiments.Load(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	be := New(Options{AgentBin: agentBin, Log: log})
-	dir, err := runner.Run(context.Background(), runner.Options{Experiment: e, ExperimentFile: p, ResultsRoot: t.TempDir(),
-		Backend: be, Impair: runner.ImpairNone, AgentBin: agentBin, Log: log})
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir, info, be := runInContainers(t, crashRestart, runner.ImpairNone)
 	tm := be.Timings()
 	t.Logf("setup: image build %v, network %v, 3 pods %v", tm.ImageBuild, tm.Networks, tm.Pods)
-	var info results.RunInfo
-	if err := results.ReadJSON(dir, results.RunFile, &info); err != nil || info.Status != "ok" || info.Backend != "container" {
-		t.Errorf("run.json: %+v %v", info, err)
-	}
 
 	// The harness's record: C crashed (killed by signal 9), restarted,
 	// then the holder crashed holding a token.

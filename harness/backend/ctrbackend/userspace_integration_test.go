@@ -1,10 +1,6 @@
 package ctrbackend
 
 import (
-	"context"
-	"io"
-	"log/slog"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -12,7 +8,6 @@ import (
 	"tokenbed/agent/eventlog"
 	"tokenbed/analysis"
 	"tokenbed/analysis/pcaptimeline"
-	"tokenbed/experiments"
 	"tokenbed/harness/results"
 	"tokenbed/harness/runner"
 	"tokenbed/netem"
@@ -71,23 +66,7 @@ func TestRunInContainersWithProfiles(t *testing.T) {
 		impair = runner.ImpairKernel
 	}
 	before := dockerState(t)
-	p := filepath.Join(t.TempDir(), "exp.yaml")
-	os.WriteFile(p, []byte(containersProfiled), 0o644)
-	e, err := experiments.Load(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	be := New(Options{AgentBin: agentBin, Log: log})
-	dir, err := runner.Run(context.Background(), runner.Options{Experiment: e, ExperimentFile: p, ResultsRoot: t.TempDir(),
-		Backend: be, Impair: impair, ImpairReason: "test", AgentBin: agentBin, Log: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var info results.RunInfo
-	if err := results.ReadJSON(dir, results.RunFile, &info); err != nil || info.Status != "ok" || info.Backend != "container" {
-		t.Errorf("run.json: %+v %v", info, err)
-	}
+	dir, info, _ := runInContainers(t, containersProfiled, impair)
 
 	// The token's creator starts once its peers have: its first Move
 	// finds their sockets (no harness-made Move timeout).
