@@ -82,6 +82,10 @@ type Options struct {
 	Progress io.Writer
 	// TTY makes progress a single line rewritten in place.
 	TTY bool
+	// Claim is the run's hold on its ID (ClaimID), taken by a caller that
+	// had to claim the ID before its own side effects; nil: Run claims
+	// it. Run releases it once everything the run created is removed.
+	Claim *Claim
 }
 
 // NewRunID returns a fresh run ID: "tb" and six hex digits.
@@ -124,10 +128,24 @@ func Run(ctx context.Context, o Options) (dir string, err error) {
 			}
 		}
 	}
+	// Claim the ID, then the results directory, both exclusively, before
+	// writing anything: a reused ID must not touch another run's files.
 	dir = filepath.Join(o.ResultsRoot, o.RunID)
-	for _, d := range []string{dir, filepath.Join(dir, results.LogsDir), filepath.Join(dir, results.CADir)} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
+	if o.Claim == nil {
+		c, err := ClaimID(o.RunID, dir)
+		if err != nil {
 			return "", err
+		}
+		o.Claim = c
+	}
+	if err := claimResults(dir); err != nil {
+		o.Claim.Release()
+		return "", err
+	}
+	for _, d := range []string{filepath.Join(dir, results.LogsDir), filepath.Join(dir, results.CADir)} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			o.Claim.Release()
+			return dir, err
 		}
 	}
 	r := &run{o: o, e: e, dir: dir, agents: map[string]*agentRun{}, holders: map[string]string{},
@@ -197,10 +215,6 @@ func (r *run) run(ctx context.Context) (err error) {
 			return err
 		}
 	}
-	if err := registerRun(o.RunID); err != nil {
-		o.Log.Warn("cannot register the run for harness clean", "err", err)
-	}
-	defer unregisterRun(o.RunID)
 	defer func() {
 		cerr := r.cleanup()
 		r.info.Finished = time.Now().UTC()
@@ -216,6 +230,12 @@ func (r *run) run(ctx context.Context) (err error) {
 		}
 		if werr := results.WriteJSON(r.dir, results.RunFile, r.info); werr != nil && err == nil {
 			err = werr
+		}
+		if cerr == nil {
+			o.Claim.Release()
+		} else {
+			// Keep the registry entry: harness clean finishes the job.
+			o.Log.Warn("the run left something behind; harness clean --run "+o.RunID+" removes it", "err", cerr)
 		}
 		if cerr != nil && err == nil {
 			err = cerr
@@ -254,6 +274,11 @@ func (r *run) run(ctx context.Context) (err error) {
 		r.be = nsbackend.New()
 	}
 	r.info.Backend = r.be.Name()
+	if _, ok := r.be.(*nsbackend.Backend); ok {
+		if err := o.Claim.AddNamespaces(nsbackend.Namespaces(spec)...); err != nil {
+			return fmt.Errorf("run registry: %w", err)
+		}
+	}
 	t0 := time.Now()
 	if err := r.be.Setup(ctx, spec); err != nil {
 		return fmt.Errorf("network setup: %w", err)
@@ -773,78 +798,4 @@ func kernelRelease() string {
 		return "unknown"
 	}
 	return unix.ByteSliceToString(u.Release[:]) + " " + unix.ByteSliceToString(u.Version[:])
-}
-
-// Run registry: /run/tokenbed/RUNID holds the harness's PID, so that
-// harness clean removes only the leftovers of runs whose harness is gone.
-const registryDir = "/run/tokenbed"
-
-func registerRun(id string) error {
-	if err := os.MkdirAll(registryDir, 0o755); err != nil {
-		return err
-	}
-	return os.WriteFile(filepath.Join(registryDir, id), []byte(fmt.Sprint(os.Getpid())), 0o644)
-}
-
-func unregisterRun(id string) { os.Remove(filepath.Join(registryDir, id)) }
-
-// LiveRuns returns the run IDs whose harness process is still alive.
-func LiveRuns() map[string]bool {
-	live := map[string]bool{}
-	ents, _ := os.ReadDir(registryDir)
-	for _, e := range ents {
-		b, err := os.ReadFile(filepath.Join(registryDir, e.Name()))
-		if err != nil {
-			continue
-		}
-		var pid int
-		fmt.Sscan(string(b), &pid)
-		if pid > 0 && syscall.Kill(pid, 0) == nil {
-			live[e.Name()] = true
-		} else {
-			os.Remove(filepath.Join(registryDir, e.Name()))
-		}
-	}
-	return live
-}
-
-// keyDirPattern matches the private key directories of runs.
-func keyDirPattern(runID string) string {
-	if runID == "" {
-		runID = "tb*"
-	}
-	return filepath.Join(os.TempDir(), "tokenbed-"+runID+"-keys-*")
-}
-
-// Abandon tidies after a run whose harness could not (it was killed, or
-// its User Mode Linux instance was): it removes the run's key directory
-// and marks run.json as interrupted if it still says running. It returns
-// what it removed.
-func Abandon(resultsRoot, runID, why string) []string {
-	dirs, _ := filepath.Glob(keyDirPattern(runID))
-	for _, d := range dirs {
-		os.RemoveAll(d)
-	}
-	dir := filepath.Join(resultsRoot, runID)
-	var info results.RunInfo
-	if results.ReadJSON(dir, results.RunFile, &info) == nil && info.Status == "running" {
-		info.Status, info.Error, info.Finished = "interrupted", why, time.Now().UTC()
-		results.WriteJSON(dir, results.RunFile, info)
-	}
-	return dirs
-}
-
-// StaleKeyDirs removes the key directories of runs whose harness is gone.
-func StaleKeyDirs(live map[string]bool) []string {
-	dirs, _ := filepath.Glob(keyDirPattern(""))
-	var removed []string
-	for _, d := range dirs {
-		id := strings.TrimPrefix(filepath.Base(d), "tokenbed-")
-		id, _, _ = strings.Cut(id, "-")
-		if backend.ValidRunID(id) && !live[id] {
-			os.RemoveAll(d)
-			removed = append(removed, d)
-		}
-	}
-	return removed
 }
