@@ -1,9 +1,11 @@
 package runner
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -43,5 +45,25 @@ func TestClaimIDIsExclusive(t *testing.T) {
 	}
 	if _, ok := Lookup(id); ok {
 		t.Error("a refused claim left a registry entry")
+	}
+}
+
+// A run refused before it starts releases the claim it was given: the ID
+// is free again, and no dead entry is left for harness clean.
+func TestRefusedRunReleasesClaim(t *testing.T) {
+	requireRoot(t)
+	e, path := load(t, strings.Replace(plain, "defaults:", "defaults:\n  profile: \"delay 5ms\"", 1))
+	id := NewRunID()
+	c, err := ClaimID(id, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Release()
+	if _, err := Run(context.Background(), Options{Experiment: e, ExperimentFile: path, ResultsRoot: t.TempDir(), RunID: id, Claim: c,
+		Impair: ImpairNone, AgentBin: agentBin}); err == nil {
+		t.Fatal("a run without its impairment was not refused")
+	}
+	if _, ok := Lookup(id); ok {
+		t.Error("the refused run kept its registry entry")
 	}
 }

@@ -99,6 +99,14 @@ func NewRunID() string {
 // cancellation the results directory keeps what was recorded, run.json
 // says how the run ended, and everything created on the host is removed.
 func Run(ctx context.Context, o Options) (dir string, err error) {
+	// Until the run itself takes it over, a claim (the caller's or ours)
+	// is released on every early return.
+	handed := false
+	defer func() {
+		if !handed && o.Claim != nil {
+			o.Claim.Release()
+		}
+	}()
 	e := o.Experiment
 	if o.RunID == "" {
 		o.RunID = NewRunID()
@@ -139,12 +147,10 @@ func Run(ctx context.Context, o Options) (dir string, err error) {
 		o.Claim = c
 	}
 	if err := claimResults(dir); err != nil {
-		o.Claim.Release()
 		return "", err
 	}
 	for _, d := range []string{filepath.Join(dir, results.LogsDir), filepath.Join(dir, results.CADir)} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
-			o.Claim.Release()
 			return dir, err
 		}
 	}
@@ -156,6 +162,7 @@ func Run(ctx context.Context, o Options) (dir string, err error) {
 			panic(p)
 		}
 	}()
+	handed = true
 	err = r.run(ctx)
 	return dir, err
 }
