@@ -125,3 +125,15 @@ func TestNegativeTimeScaleOneError(t *testing.T) {
 		t.Errorf("one error expected, got:\n%v", err)
 	}
 }
+
+// The duration decoder keeps an explicit 0s of a pointer field (linger:
+// 0s is the paper's exact behaviour, not the default).
+func TestExplicitZeroDurationKept(t *testing.T) {
+	c, err := Load(write(t, "name: A\nlisten: 10.0.0.1:7400\nca: ca.crt\ncredentials: .\npassing: {linger: 0s, move_timeout: \"250ms\"}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Passing.Linger == nil || *c.Passing.Linger != 0 || c.Passing.MoveTimeout != 250*time.Millisecond {
+		t.Errorf("linger %v, move_timeout %v", c.Passing.Linger, c.Passing.MoveTimeout)
+	}
+}
