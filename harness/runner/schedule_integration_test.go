@@ -102,6 +102,7 @@ schedule:
 			hits = a.Hits
 		}
 	}
+	t.Logf("D: %d tokens acquired from the membership after joining; analysis counts %d hits of D", fromOthers, hits)
 	if hits < fromOthers {
 		t.Errorf("analysis counts %d hits of D, the log %d acquisitions from others", hits, fromOthers)
 	}
