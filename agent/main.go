@@ -173,32 +173,40 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	} else {
 		c = &config.Config{}
 	}
-	set := func(dst *string, v string) {
+	// Flags override the file; an error about a value a flag gave names
+	// the flag, not a line of the file.
+	set := func(dst *string, v, path, flag string) {
 		if v != "" {
 			*dst = v
+			c.SetByFlag(path, flag)
 		}
 	}
-	set(&c.Name, *name)
-	set(&c.Listen, *listen)
-	set(&c.CA, *caCert)
-	set(&c.Credentials, *creds)
-	set(&c.Log, *logPath)
-	set(&c.Join, *join)
+	set(&c.Name, *name, "$.name", "name")
+	set(&c.Listen, *listen, "$.listen", "listen")
+	set(&c.CA, *caCert, "$.ca", "ca")
+	set(&c.Credentials, *creds, "$.credentials", "credentials")
+	set(&c.Log, *logPath, "$.log", "log")
+	set(&c.Join, *join, "$.join", "join")
 	if *seed != 0 {
 		c.Seed = *seed
 	}
 	if *scale != 0 {
 		c.TimeScale = *scale
+		c.SetByFlag("$.time_scale", "time-scale")
 	}
 	if *netScale != 0 {
 		c.NetworkTimeScale = *netScale
+		c.SetByFlag("$.network_time_scale", "network-time-scale")
 	}
 	if *generate {
 		c.RandomWalk.GenerateAtStart = true
 		c.Wandering.GenerateAtStart = true
 	}
-	set(&c.Fault, *fault)
-	c.Peers = append(c.Peers, peers...)
+	set(&c.Fault, *fault, "$.fault", "fault")
+	for _, p := range peers {
+		c.SetByFlag(fmt.Sprintf("$.peers[%d]", len(c.Peers)), "peer")
+		c.Peers = append(c.Peers, p)
+	}
 	r, err := c.Validate()
 	if err != nil {
 		fmt.Fprintln(stderr, "agent: configuration:")

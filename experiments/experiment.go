@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -141,8 +142,8 @@ const (
 	ActProfile = "profile" // change a link direction's profile in place
 	ActOutage  = "outage"  // 100% loss on a link for a period
 	ActCrash   = "crash"   // SIGKILL an agent ("holder": whoever holds a token)
-	ActRestart = "restart" // start a crashed or left agent again
-	ActJoin    = "join"    // start a later agent, joining via a member
+	ActRestart = "restart" // start a crashed or left agent again ("holder": the holder crashed last)
+	ActJoin    = "join"    // start a later agent, joining via a member (002 §3.2)
 	ActLeave   = "leave"   // stop an agent silently (002 §3.2)
 )
 
@@ -193,17 +194,18 @@ type Experiment struct {
 	Directions       []Direction // every ordered pair of agents
 	Schedule         []Step      // sorted by time
 	Checks           Checks
+	// Raw is the file as loaded: the results keep exactly what ran.
+	Raw []byte
 }
 
 // Load reads, validates and resolves an experiment file. Every problem is
 // reported, each with the file and line.
 func Load(path string) (*Experiment, error) {
-	var f File
-	yf, err := strictyaml.Load(path, &f)
+	b, err := strictyaml.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	return resolve(path, &f, yf)
+	return Parse(path, b)
 }
 
 // Parse is Load for data already read (name is used in errors).
@@ -213,7 +215,11 @@ func Parse(name string, data []byte) (*Experiment, error) {
 	if err != nil {
 		return nil, err
 	}
-	return resolve(name, &f, yf)
+	e, err := resolve(name, &f, yf)
+	if e != nil {
+		e.Raw = data
+	}
+	return e, err
 }
 
 // Direction returns the profile from one agent to another.
@@ -302,8 +308,8 @@ func resolve(name string, f *File, yf *strictyaml.File) (*Experiment, error) {
 	generators := 0
 	for i, a := range f.Agents {
 		path := fmt.Sprintf("$.agents[%d]", i)
-		if !wire.ValidName(a.Name) {
-			yf.Errorf(path+".name", "%q: want 1 to %d letters, digits, '.', '_' or '-'", a.Name, wire.MaxNameLen)
+		if msg := nameProblem(a.Name); msg != "" {
+			yf.Errorf(path+".name", "%q: %s", a.Name, msg)
 		} else if _, dup := names[a.Name]; dup {
 			yf.Errorf(path+".name", "%q defined twice", a.Name)
 		}
@@ -462,12 +468,19 @@ func resolve(name string, f *File, yf *strictyaml.File) (*Experiment, error) {
 			}
 		case ActCrash:
 			needAgent(true)
-		case ActRestart, ActLeave:
+		case ActRestart:
+			needAgent(true)
+		case ActLeave:
 			needAgent(false)
 		case ActJoin:
 			needAgent(false)
 			if _, known := names[s.Via]; !known {
 				yf.Errorf(path+".via", "unknown agent %q to join through", s.Via)
+			} else if s.Via == s.Agent {
+				yf.Errorf(path+".via", "%q cannot join through itself", s.Via)
+			}
+			if i, known := names[s.Agent]; known && !f.Agents[i].Later {
+				yf.Errorf(path+".agent", "%q is not later: true, so it runs from the start and cannot join; set later: true on it (agents[%d]) to start it with this step", s.Agent, i)
 			}
 		default:
 			yf.Errorf(path+".action", "%q: actions are profile, outage, crash, restart, join, leave", s.Action)
@@ -492,6 +505,9 @@ func resolve(name string, f *File, yf *strictyaml.File) (*Experiment, error) {
 		}
 	}
 	slices.SortStableFunc(e.Schedule, func(a, b Step) int { return int(a.At - b.At) })
+	if yf.Err() == nil {
+		checkLifecycle(e, yf)
+	}
 
 	// Checks.
 	for i, c := range f.Checks.Latency {
@@ -526,6 +542,32 @@ func resolve(name string, f *File, yf *strictyaml.File) (*Experiment, error) {
 		return nil, err
 	}
 	return e, nil
+}
+
+// Names an experiment reserves. An agent's instance is NAME in replica 0
+// and NAME.rN in replica N, its namespace RUNID-INSTANCE beside the
+// replicas' RUNID-hubN and the pre-flight's RUNID-netemcheck, and a link
+// step names A>B or A-B; "holder" is the crash and restart target meaning
+// whoever holds the token.
+var (
+	reservedName = regexp.MustCompile(`^(hub[0-9]+|netemcheck|holder)$`)
+	agentName    = regexp.MustCompile(`^[A-Za-z0-9_]+$`)
+)
+
+// maxReplicaSuffix is ".r63": the longest suffix a replica adds.
+const maxReplicaSuffix = 4
+
+// nameProblem says what is wrong with an agent name, or "".
+func nameProblem(n string) string {
+	switch {
+	case !agentName.MatchString(n):
+		return "want letters, digits and '_' only ('.' would clash with replica instances NAME.rN, '-' with the A-B link form)"
+	case len(n)+maxReplicaSuffix > wire.MaxNameLen:
+		return fmt.Sprintf("longer than %d characters (a replica's instance adds .rNN)", wire.MaxNameLen-maxReplicaSuffix)
+	case reservedName.MatchString(n):
+		return "reserved (hubN and netemcheck name the harness's own namespaces; holder is the crash target meaning whoever holds the token)"
+	}
+	return ""
 }
 
 // overlay sets every non-zero field of src onto dst, recursively: the

@@ -1,6 +1,7 @@
 package experiments
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -157,5 +158,155 @@ func TestReadmeExample(t *testing.T) {
 	}
 	if _, err := Parse("README.md example", []byte(s[start+8:start+8+end])); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// expectErrors parses src and checks that each wanted text appears in one
+// error line, which starts with the file and the wanted line number.
+func expectErrors(t *testing.T, src string, want map[string]int) {
+	t.Helper()
+	_, err := Parse("x.yaml", []byte(src))
+	if err == nil {
+		t.Fatalf("accepted:\n%s", src)
+	}
+	for text, line := range want {
+		found := false
+		for _, l := range strings.Split(err.Error(), "\n") {
+			found = found || strings.Contains(l, text) && strings.HasPrefix(l, fmt.Sprintf("x.yaml:%d:", line))
+		}
+		if !found {
+			t.Errorf("no error %q at line %d in:\n%v", text, line, err)
+		}
+	}
+}
+
+// Issue 11 item 10: names that would collide at run time are rejected at
+// validation, naming the field.
+func TestNamesThatCollide(t *testing.T) {
+	expectErrors(t, `name: x
+duration: 10s
+replicas: 2
+agents:
+  - {name: A, generate: true}
+  - {name: hub0}
+  - {name: A.r1}
+  - {name: holder}
+  - {name: B-C}
+  - {name: netemcheck}
+`, map[string]int{
+		`agents[1].name: "hub0": reserved`:       6,
+		`agents[2].name: "A.r1": want letters`:   7,
+		`agents[3].name: "holder": reserved`:     8,
+		`agents[4].name: "B-C": want letters`:    9,
+		`agents[5].name: "netemcheck": reserved`: 10,
+	})
+}
+
+// Issue 11 items 1 and 11: the schedule's own proof that a step cannot
+// work is a validation error at the step's field.
+func TestLifecycleErrors(t *testing.T) {
+	expectErrors(t, `name: x
+duration: 100s
+agents:
+  - {name: A, generate: true}
+  - {name: B}
+  - {name: C}
+  - {name: D, later: true}
+  - {name: E, later: true}
+schedule:
+  - {action: join, agent: C, via: A, at: 1s}
+  - {action: restart, agent: B, at: 2s}
+  - {action: restart, agent: holder, at: 3s}
+  - {action: restart, agent: D, at: 4s}
+  - {action: join, agent: E, via: A, at: 5s}
+  - {action: join, agent: E, via: A, at: 6s}
+  - {action: leave, agent: A, at: 7s}
+  - {action: join, agent: D, via: A, at: 8s}
+`, map[string]int{
+		`schedule[0].agent: "C" is not later: true`: 10,
+	})
+	expectErrors(t, `name: x
+duration: 100s
+agents:
+  - {name: A, generate: true}
+  - {name: B}
+  - {name: D, later: true}
+  - {name: E, later: true}
+schedule:
+  - {action: restart, agent: B, at: 2s}
+  - {action: restart, agent: holder, at: 3s}
+  - {action: restart, agent: D, at: 4s}
+  - {action: join, agent: E, via: A, at: 5s}
+  - {action: join, agent: E, via: A, at: 6s}
+  - {action: leave, agent: A, at: 7s}
+  - {action: join, agent: D, via: A, at: 8s}
+`, map[string]int{
+		`schedule[0].agent: restart of B at 2s: it is running`:           9,
+		`schedule[1].agent: restart of holder at 3s: no crash of holder`: 10,
+		`schedule[2].agent: restart of D at 4s: it is later: true`:       11,
+		`schedule[4].agent: join of E at 6s: it has joined already`:      13,
+		`schedule[6].via: join through A at 8s: A is not running`:        15,
+	})
+	// What the schedule cannot prove is accepted: after a crash of the
+	// holder any agent may be down, and a crashed agent may restart; with
+	// replicas each shard starts afresh.
+	for _, src := range []string{`name: x
+duration: 100s
+agents:
+  - {name: A, generate: true}
+  - {name: B}
+  - {name: D, later: true}
+schedule:
+  - {action: crash, agent: holder, at: 1s}
+  - {action: restart, agent: B, at: 2s}
+  - {action: restart, agent: holder, at: 3s}
+  - {action: crash, agent: A, at: 4s}
+  - {action: restart, agent: A, at: 5s}
+  - {action: join, agent: D, via: B, at: 6s}
+  - {action: crash, agent: D, at: 7s}
+  - {action: restart, agent: D, at: 8s}
+`, `name: x
+duration: 100s
+replicas: 2
+agents:
+  - {name: A, generate: true}
+  - {name: D, later: true}
+schedule:
+  - {action: join, agent: D, via: A, at: 10s}
+  - {action: join, agent: D, via: A, at: 60s}
+`} {
+		if _, err := Parse("ok.yaml", []byte(src)); err != nil {
+			t.Errorf("rejected: %v\n%s", err, src)
+		}
+	}
+}
+
+// Issue 11 item 12: a duration that does not parse is reported at its
+// line with its field, beside the file's other errors.
+func TestBadDurationHasLineAndField(t *testing.T) {
+	expectErrors(t, `name: x
+duration: 10 parsecs
+agents:
+  - {name: A, generate: true}
+  - {name: B}
+schedule:
+  - {action: outage, link: A-B, at: soon, for: 1s}
+  - {action: explode, at: 1s}
+`, map[string]int{
+		`duration: "10 parsecs": want a duration`: 2,
+		`schedule[0].at: "soon": want a duration`: 7,
+		`schedule[1].action: "explode"`:           8,
+	})
+}
+
+// Issue 11 item 13: Load refuses an oversized file with a clear error
+// rather than reading it (the results keep the bytes that were loaded).
+func TestLoadRefusesHugeFile(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "big.yaml")
+	if err := os.WriteFile(p, []byte("name: x\n"+strings.Repeat("# pad\n", 300000)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(p); err == nil || !strings.Contains(err.Error(), "larger than") {
+		t.Errorf("want a size error, got %v", err)
 	}
 }

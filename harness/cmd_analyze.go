@@ -8,12 +8,18 @@ import (
 
 	"tokenbed/analysis"
 	"tokenbed/harness/results"
+	"tokenbed/harness/runner"
 )
 
 func cmdAnalyze(args []string, stdout, stderr io.Writer) int {
 	if len(args) != 1 {
 		fmt.Fprintln(stderr, "harness analyze: want one results directory")
 		return exitUsage
+	}
+	// run.json still saying running, and no live harness for it: the
+	// harness was killed (SIGKILL leaves it no chance to say so).
+	if runner.MarkKilledIfDead(args[0], "the harness died before finishing the run; found by harness analyze") {
+		fmt.Fprintf(stderr, "harness analyze: %s was still marked running but its harness is gone: recorded as killed\n", args[0])
 	}
 	return analyzeDir(args[0], stdout, stderr)
 }

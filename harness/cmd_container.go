@@ -17,29 +17,25 @@ import (
 // runContainer runs the experiment with every agent in a Docker container
 // (harness/backend/ctrbackend): the same runner, schedule, capture and
 // results as the netns backend.
-func runContainer(ctx context.Context, f runFlags, e *experiments.Experiment, expPath, impair, why string, stdout, stderr io.Writer, log *slog.Logger) int {
+func runContainer(ctx context.Context, f runFlags, e *experiments.Experiment, claim *runner.Claim, expPath, impair, why string, stdout, stderr io.Writer, log *slog.Logger) int {
+	if need := needsImpairment(e); need != "" && (f.impair == runner.ImpairAuto || f.impair == runner.ImpairKernel) {
+		if err := claim.AddNamespaces(netemCheckNS(f.runID)); err != nil {
+			claim.Release()
+			fmt.Fprintln(stderr, "harness run: run registry:", err)
+			return exitRunError
+		}
+	}
 	impair, why, err := containerImpairment(f.impair, impair, why, e, f.runID)
 	if err != nil {
+		claim.Release()
 		fmt.Fprintln(stderr, "harness run --backend container:", err)
 		return exitUsage
 	}
 	log.Info("container backend: impairment path", "path", impair, "why", why)
 	be := ctrbackend.New(ctrbackend.Options{AgentBin: f.agent, Log: log})
-	dir, err := runner.Run(ctx, runner.Options{Experiment: e, ExperimentFile: expPath, ResultsRoot: f.results, RunID: f.runID,
+	dir, err := runner.Run(ctx, runner.Options{Experiment: e, ExperimentFile: expPath, ResultsRoot: f.results, RunID: f.runID, Claim: claim,
 		Backend: be, Impair: impair, ImpairReason: why, AgentBin: f.agent, Duration: f.duration, Log: log, Progress: stderr, TTY: isTTY(stderr)})
-	fmt.Fprintf(stdout, "results: %s\n", dir)
-	if err != nil {
-		if ctx.Err() != nil {
-			fmt.Fprintln(stderr, "harness run: interrupted; partial results in", dir)
-			return exitInterrupted
-		}
-		fmt.Fprintln(stderr, "harness run:", err)
-		return exitRunError
-	}
-	if f.noAnalyze {
-		return exitOK
-	}
-	return analyzeDir(dir, stdout, stderr)
+	return finishRun(ctx, f, dir, err, stdout, stderr)
 }
 
 // needsImpairment names the first thing in e that needs an impairment
@@ -135,10 +131,4 @@ func cleanContainers(runID string, live map[string]bool, stdout io.Writer) (int,
 		fmt.Fprintf(stdout, "removed %v\n", o)
 	}
 	return len(removed), err
-}
-
-// withContainers adds the container leftovers to what cleanExtra removed.
-func withContainers(n int, err error, runID string, live map[string]bool, stdout io.Writer) (int, error) {
-	m, cerr := cleanContainers(runID, live, stdout)
-	return n + m, errors.Join(err, cerr)
 }

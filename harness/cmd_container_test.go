@@ -107,7 +107,7 @@ func TestRunContainerRefusesKernelWithoutNetem(t *testing.T) {
 	}
 	_, p := loadExp(t, plainExp)
 	var out, errb bytes.Buffer
-	code := run([]string{"run", "--backend", "container", "--impair", "kernel", "--results", t.TempDir(), p}, &out, &errb)
+	code := run([]string{"run", "--backend", "container", "--impair", "kernel", "--agent", os.Args[0], "--results", t.TempDir(), p}, &out, &errb)
 	if code != exitUsage || !strings.Contains(errb.String(), "--impair kernel:") || !strings.Contains(errb.String(), "lacks sch_netem") {
 		t.Errorf("exit %d, stderr:\n%s", code, errb.String())
 	}

@@ -9,9 +9,11 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"tokenbed/experiments"
+	"tokenbed/harness/backend"
 	"tokenbed/harness/runner"
 	"tokenbed/netem"
 )
@@ -52,6 +54,12 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer, log *s
 		fmt.Fprintln(stderr, "harness run: want one experiment file")
 		return exitUsage
 	}
+	// Every flag is checked before anything is created: a run ID is part
+	// of namespace and file names.
+	if msg := f.check(); msg != "" {
+		fmt.Fprintln(stderr, "harness run:", msg)
+		return exitUsage
+	}
 	expPath := fs.Arg(0)
 	e, err := experiments.Load(expPath)
 	if err != nil {
@@ -59,62 +67,103 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer, log *s
 		fmt.Fprintln(stderr, err)
 		return exitUsage
 	}
-	if f.replicas < 0 || f.replicas > 64 {
-		fmt.Fprintln(stderr, "harness run: --replicas must be in 1..64")
-		return exitUsage
-	}
 	if f.replicas > 0 {
 		e.Replicas = f.replicas
-	}
-	if f.rtPrio < 0 || f.rtPrio > 99 {
-		fmt.Fprintln(stderr, "harness run: --rt-priority must be in 0..99")
-		return exitUsage
-	}
-	if f.timeScale < 0 {
-		fmt.Fprintln(stderr, "harness run: --time-scale must be positive")
-		return exitUsage
 	}
 	if f.timeScale > 0 {
 		e.TimeScale = f.timeScale
 	}
-	if f.duration < 0 {
-		fmt.Fprintln(stderr, "harness run: --duration must be positive")
-		return exitUsage
-	}
-	if f.backend != "netns" && f.backend != "container" {
-		fmt.Fprintf(stderr, "harness run: --backend %q: want netns or container\n", f.backend)
-		return exitUsage
-	}
 	if f.runID == "" {
 		f.runID = runner.NewRunID()
 	}
-	if f.agent, err = filepath.Abs(f.agent); err != nil {
-		fmt.Fprintln(stderr, "harness run:", err)
+	if f.agent, err = filepath.Abs(f.agent); err == nil {
+		_, err = os.Stat(f.agent)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "harness run: --agent: %v (build it with make build)\n", err)
 		return exitUsage
+	}
+	// The ID is claimed before the first side effect (the netem
+	// pre-flight's scratch namespace is named after it).
+	claim, err := runner.ClaimID(f.runID, filepath.Join(f.results, f.runID))
+	if err != nil {
+		fmt.Fprintln(stderr, "harness run:", err)
+		if errors.Is(err, runner.ErrRunIDTaken) {
+			return exitUsage
+		}
+		return exitRunError
 	}
 	if f.backend == "container" {
 		// The container backend chooses its own path: containers share
 		// the host's kernel, and UML cannot run Docker.
-		return runContainer(ctx, f, e, expPath, f.impair, "forced by --impair "+f.impair, stdout, stderr, log)
+		return runContainer(ctx, f, e, claim, expPath, f.impair, "forced by --impair "+f.impair, stdout, stderr, log)
+	}
+	if f.impair == runner.ImpairAuto {
+		if err := claim.AddNamespaces(netemCheckNS(f.runID)); err != nil {
+			claim.Release()
+			fmt.Fprintln(stderr, "harness run: run registry:", err)
+			return exitRunError
+		}
 	}
 	impair, why, err := chooseImpairment(f.impair, f.runID)
 	if err != nil {
+		claim.Release()
 		fmt.Fprintln(stderr, "harness run:", err)
 		return exitUsage
 	}
 	log.Info("impairment path", "path", impair, "why", why)
 	if impair == runner.ImpairUML {
+		defer claim.Release()
 		return runInUML(ctx, f, expPath, stdout, stderr, log)
 	}
-	dir, err := runner.Run(ctx, runner.Options{Experiment: e, ExperimentFile: expPath, ResultsRoot: f.results, RunID: f.runID,
+	dir, err := runner.Run(ctx, runner.Options{Experiment: e, ExperimentFile: expPath, ResultsRoot: f.results, RunID: f.runID, Claim: claim,
 		Impair: impair, ImpairReason: why, AgentBin: f.agent, RTPriority: f.rtPrio, Duration: f.duration, Log: log, Progress: stderr, TTY: isTTY(stderr)})
-	fmt.Fprintf(stdout, "results: %s\n", dir)
+	return finishRun(ctx, f, dir, err, stdout, stderr)
+}
+
+// check validates the flags, before anything is created; it returns what
+// is wrong, or "".
+func (f *runFlags) check() string {
+	switch {
+	case f.runID != "" && !backend.ValidRunID(f.runID):
+		return fmt.Sprintf("--run-id %q: want tb and six hex digits (it names namespaces and files)", f.runID)
+	case f.replicas < 0 || f.replicas > 64:
+		return "--replicas must be in 1..64"
+	case f.rtPrio < 0 || f.rtPrio > 99:
+		return "--rt-priority must be in 0..99"
+	case f.timeScale < 0:
+		return "--time-scale must be positive"
+	case f.duration < 0:
+		return "--duration must be positive"
+	case f.backend != "netns" && f.backend != "container":
+		return fmt.Sprintf("--backend %q: want netns or container", f.backend)
+	case !slices.Contains([]string{runner.ImpairAuto, runner.ImpairKernel, runner.ImpairUserspace, runner.ImpairUML, runner.ImpairNone}, f.impair):
+		return fmt.Sprintf("--impair %q: want auto, kernel, userspace, uml or none", f.impair)
+	case f.cpu < -1:
+		return "--cpu must be a CPU number, or -1 for the first free"
+	case f.results == "":
+		return "--results must name a directory"
+	}
+	return ""
+}
+
+// netemCheckNS is the scratch namespace netem.CheckKernel creates.
+func netemCheckNS(runID string) string { return runID + "-netemcheck" }
+
+// finishRun reports how runner.Run ended and analyzes the results.
+func finishRun(ctx context.Context, f runFlags, dir string, err error, stdout, stderr io.Writer) int {
+	if dir != "" {
+		fmt.Fprintf(stdout, "results: %s\n", dir)
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			fmt.Fprintln(stderr, "harness run: interrupted; partial results in", dir)
 			return exitInterrupted
 		}
 		fmt.Fprintln(stderr, "harness run:", err)
+		if errors.Is(err, runner.ErrRunIDTaken) {
+			return exitUsage
+		}
 		return exitRunError
 	}
 	if f.noAnalyze {
@@ -152,6 +201,15 @@ func chooseImpairment(want, runID string) (path, why string, err error) {
 
 func cmdPreflight(args []string, stdout, stderr io.Writer, log *slog.Logger) int {
 	id := runner.NewRunID()
+	claim, err := runner.ClaimID(id, "")
+	if err == nil {
+		err = claim.AddNamespaces(netemCheckNS(id))
+		defer claim.Release()
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "harness preflight: run registry:", err)
+		return exitRunError
+	}
 	cerr := netem.CheckKernel(id)
 	fmt.Fprintf(stdout, "host kernel sch_netem: %v\n", okOr(cerr))
 	fmt.Fprintf(stdout, "userspace engine: %v\n", yesNo(userspaceAvailable()))

@@ -98,17 +98,13 @@ func tail(s string, n int) string {
 	return s
 }
 
-// cleanExtra removes what killed runs left besides namespaces: UML private
-// directories whose instance is gone, key directories, and containers,
-// networks and images by label.
-func cleanExtra(runID string, live map[string]bool, stdout io.Writer) (int, error) {
+// cleanUMLDirs removes the private directories of User Mode Linux
+// instances that are gone. They carry no run ID, so only a clean of every
+// run removes them.
+func cleanUMLDirs(stdout io.Writer) (int, error) {
 	dirs, err := uml.RemoveStale("", 0)
 	for _, d := range dirs {
 		fmt.Fprintf(stdout, "removed UML directory %s\n", d)
 	}
-	keys := runner.StaleKeyDirs(live)
-	for _, d := range keys {
-		fmt.Fprintf(stdout, "removed key directory %s\n", d)
-	}
-	return withContainers(len(dirs)+len(keys), err, runID, live, stdout)
+	return len(dirs), err
 }

@@ -104,6 +104,19 @@ type Config struct {
 	DropRate float64 `yaml:"drop_rate"`
 
 	file *strictyaml.File
+	// flags maps a field's YAML path to the command-line flag that set
+	// it: an error about it names the flag, not a line of the file.
+	flags map[string]string
+}
+
+// SetByFlag records that the field at path (e.g. "$.listen", or
+// "$.peers[2]" for an element and everything in it) came from the
+// command-line flag name.
+func (c *Config) SetByFlag(path, name string) {
+	if c.flags == nil {
+		c.flags = map[string]string{}
+	}
+	c.flags[path] = name
 }
 
 // Load reads and decodes path. Call Validate after applying flags.
@@ -121,6 +134,12 @@ func Load(path string) (*Config, error) {
 func (c *Config) errorf(path, format string, a ...any) {
 	if c.file == nil {
 		c.file = &strictyaml.File{Name: "flags"}
+	}
+	for p, name := range c.flags {
+		if path == p || strings.HasPrefix(path, p+".") || strings.HasPrefix(path, p+"[") {
+			c.file.Flagf(name, "%s", fmt.Sprintf(format, a...))
+			return
+		}
 	}
 	c.file.Errorf(path, format, a...)
 }
@@ -187,7 +206,12 @@ func (c *Config) Validate() (*Resolved, error) {
 		c.errorf("$.time_scale", "must be positive, got %v", c.TimeScale)
 	}
 	if r.NetworkTimeScale == 0 {
+		// Defaults to time_scale, unless that is already reported wrong:
+		// one mistake, one error.
 		r.NetworkTimeScale = r.TimeScale
+		if r.TimeScale < 0 {
+			r.NetworkTimeScale = 1
+		}
 	}
 	if r.NetworkTimeScale < 0 {
 		c.errorf("$.network_time_scale", "must be positive, got %v", c.NetworkTimeScale)

@@ -79,3 +79,61 @@ randomwalk:
 		t.Errorf("unknown field: %v", err)
 	}
 }
+
+// Issue 11 item 12: every unparsable duration is reported, each at its
+// line with its field, together with the other errors of the file.
+func TestBadDurationsAllReportedWithLines(t *testing.T) {
+	p := write(t, `name: A
+listen: 10.0.0.1:7400
+ca: ca.crt
+credentials: .
+passing:
+  move_timeout: soon
+  ack_timeout: 10 parsecs
+role: juggler
+`)
+	c, err := Load(p)
+	if err == nil {
+		_, err = c.Validate()
+	}
+	if err == nil {
+		t.Fatal("no error")
+	}
+	for _, want := range []string{
+		p + `:6:17: passing.move_timeout: "soon"`,
+		p + `:7:16: passing.ack_timeout: "10 parsecs"`,
+		p + `:8:7: role: "juggler"`,
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q:\n%v", want, err)
+		}
+	}
+}
+
+// Issue 11 item 14: a negative time_scale is one mistake, reported once
+// (network_time_scale defaults to it and is not wrong on its own).
+func TestNegativeTimeScaleOneError(t *testing.T) {
+	c, err := Load(write(t, "name: A\nlisten: 10.0.0.1:7400\nca: ca.crt\ncredentials: .\ntime_scale: -2\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Validate()
+	if err == nil || !strings.Contains(err.Error(), "time_scale: must be positive") {
+		t.Fatalf("want a time_scale error, got %v", err)
+	}
+	if strings.Contains(err.Error(), "network_time_scale") || strings.Count(err.Error(), "\n") != 0 {
+		t.Errorf("one error expected, got:\n%v", err)
+	}
+}
+
+// The duration decoder keeps an explicit 0s of a pointer field (linger:
+// 0s is the paper's exact behaviour, not the default).
+func TestExplicitZeroDurationKept(t *testing.T) {
+	c, err := Load(write(t, "name: A\nlisten: 10.0.0.1:7400\nca: ca.crt\ncredentials: .\npassing: {linger: 0s, move_timeout: \"250ms\"}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Passing.Linger == nil || *c.Passing.Linger != 0 || c.Passing.MoveTimeout != 250*time.Millisecond {
+		t.Errorf("linger %v, move_timeout %v", c.Passing.Linger, c.Passing.MoveTimeout)
+	}
+}

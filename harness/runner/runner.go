@@ -18,8 +18,8 @@ import (
 	"log/slog"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -58,7 +58,8 @@ const (
 // Options of a run.
 type Options struct {
 	Experiment *experiments.Experiment
-	// ExperimentFile is copied into the results.
+	// ExperimentFile names where the experiment came from; the results
+	// keep Experiment.Raw, the bytes that were loaded.
 	ExperimentFile string
 	ResultsRoot    string // default "results"
 	RunID          string // default: generated
@@ -81,6 +82,10 @@ type Options struct {
 	Progress io.Writer
 	// TTY makes progress a single line rewritten in place.
 	TTY bool
+	// Claim is the run's hold on its ID (ClaimID), taken by a caller that
+	// had to claim the ID before its own side effects; nil: Run claims
+	// it. Run releases it once everything the run created is removed.
+	Claim *Claim
 }
 
 // NewRunID returns a fresh run ID: "tb" and six hex digits.
@@ -94,6 +99,14 @@ func NewRunID() string {
 // cancellation the results directory keeps what was recorded, run.json
 // says how the run ended, and everything created on the host is removed.
 func Run(ctx context.Context, o Options) (dir string, err error) {
+	// Until the run itself takes it over, a claim (the caller's or ours)
+	// is released on every early return.
+	handed := false
+	defer func() {
+		if !handed && o.Claim != nil {
+			o.Claim.Release()
+		}
+	}()
 	e := o.Experiment
 	if o.RunID == "" {
 		o.RunID = NewRunID()
@@ -123,20 +136,33 @@ func Run(ctx context.Context, o Options) (dir string, err error) {
 			}
 		}
 	}
+	// Claim the ID, then the results directory, both exclusively, before
+	// writing anything: a reused ID must not touch another run's files.
 	dir = filepath.Join(o.ResultsRoot, o.RunID)
-	for _, d := range []string{dir, filepath.Join(dir, results.LogsDir), filepath.Join(dir, results.CADir)} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
+	if o.Claim == nil {
+		c, err := ClaimID(o.RunID, dir)
+		if err != nil {
 			return "", err
+		}
+		o.Claim = c
+	}
+	if err := claimResults(dir); err != nil {
+		return "", err
+	}
+	for _, d := range []string{filepath.Join(dir, results.LogsDir), filepath.Join(dir, results.CADir)} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return dir, err
 		}
 	}
 	r := &run{o: o, e: e, dir: dir, agents: map[string]*agentRun{}, holders: map[string]string{},
-		planned: map[[2]string]netem.Profile{}, outages: map[[2]string]int{}}
+		planned: map[[2]string]netem.Profile{}, outages: map[[2]string]int{}, crashedHolder: map[int]string{}}
 	defer func() {
 		if p := recover(); p != nil {
 			r.cleanup()
 			panic(p)
 		}
 	}()
+	handed = true
 	err = r.run(ctx)
 	return dir, err
 }
@@ -155,19 +181,22 @@ type run struct {
 	// how many outages of it are on; the schedule's goroutine only.
 	planned map[[2]string]netem.Profile
 	outages map[[2]string]int
-	o       Options
-	e       *experiments.Experiment
-	dir     string
-	info    results.RunInfo
-	be      backend.Backend
-	hlog    *eventlog.Writer
-	hfile   *os.File
-	cap     *capture.Capture
-	keyDir  string
-	trees   map[string]*netem.Tree // by instance: the tree on the queue toward it
-	eng     *userspace.Engine      // the userspace engine, when that is the path
-	capDev  map[string]string      // device to capture per instance (default: its port's link)
-	start   time.Time
+	// crashedHolder is, per replica, the instance the last crash of
+	// "holder" killed: the target of a restart of "holder".
+	crashedHolder map[int]string
+	o             Options
+	e             *experiments.Experiment
+	dir           string
+	info          results.RunInfo
+	be            backend.Backend
+	hlog          *eventlog.Writer
+	hfile         *os.File
+	cap           *capture.Capture
+	keyDir        string
+	trees         map[string]*netem.Tree // by instance: the tree on the queue toward it
+	eng           *userspace.Engine      // the userspace engine, when that is the path
+	capDev        map[string]string      // device to capture per instance (default: its port's link)
+	start         time.Time
 
 	mu      sync.Mutex
 	agents  map[string]*agentRun
@@ -187,15 +216,12 @@ func (r *run) run(ctx context.Context) (err error) {
 	if err := results.WriteJSON(r.dir, results.RunFile, r.info); err != nil {
 		return err
 	}
-	if o.ExperimentFile != "" {
-		if b, err := os.ReadFile(o.ExperimentFile); err == nil {
-			os.WriteFile(filepath.Join(r.dir, results.ExperimentFile), b, 0o644)
+	// The bytes that were loaded and run, not the file as it is now.
+	if len(e.Raw) > 0 {
+		if err := os.WriteFile(filepath.Join(r.dir, results.ExperimentFile), e.Raw, 0o644); err != nil {
+			return err
 		}
 	}
-	if err := registerRun(o.RunID); err != nil {
-		o.Log.Warn("cannot register the run for harness clean", "err", err)
-	}
-	defer unregisterRun(o.RunID)
 	defer func() {
 		cerr := r.cleanup()
 		r.info.Finished = time.Now().UTC()
@@ -211,6 +237,12 @@ func (r *run) run(ctx context.Context) (err error) {
 		}
 		if werr := results.WriteJSON(r.dir, results.RunFile, r.info); werr != nil && err == nil {
 			err = werr
+		}
+		if cerr == nil {
+			o.Claim.Release()
+		} else {
+			// Keep the registry entry: harness clean finishes the job.
+			o.Log.Warn("the run left something behind; harness clean --run "+o.RunID+" removes it", "err", cerr)
 		}
 		if cerr != nil && err == nil {
 			err = cerr
@@ -249,6 +281,11 @@ func (r *run) run(ctx context.Context) (err error) {
 		r.be = nsbackend.New()
 	}
 	r.info.Backend = r.be.Name()
+	if _, ok := r.be.(*nsbackend.Backend); ok {
+		if err := o.Claim.AddNamespaces(nsbackend.Namespaces(spec)...); err != nil {
+			return fmt.Errorf("run registry: %w", err)
+		}
+	}
 	t0 := time.Now()
 	if err := r.be.Setup(ctx, spec); err != nil {
 		return fmt.Errorf("network setup: %w", err)
@@ -430,79 +467,99 @@ func (r *run) writeTopology() error {
 }
 
 // writeConfigs writes every agent's configuration file (in the key
-// directory: it names the keys).
+// directory: it names the keys). An agent knows every member of its
+// replica that runs from the start; a later agent knows nobody until its
+// join step (writeJoinConfig).
 func (r *run) writeConfigs() error {
 	for _, inst := range r.order {
 		ar := r.agents[inst]
-		var b strings.Builder
-		fmt.Fprintf(&b, "name: %s\nlisten: %s\nca: %s\ncredentials: %s\nlog: %s\nrole: %s\nseed: %d\ntime_scale: %v\nnetwork_time_scale: %v\n",
-			inst, netip.AddrPortFrom(ar.a.Addr, AgentPort), filepath.Join(r.keyDir, ca.CACertFile), r.keyDir,
-			filepath.Join(r.absDir(), results.LogsDir, inst+".jsonl"), ar.spec.Role, r.e.Seed^hash(inst), r.e.TimeScale, r.e.NetworkTimeScale)
-		if d := ar.spec.Config.DropRate; d > 0 {
-			fmt.Fprintf(&b, "drop_rate: %v\n", d)
-		}
-		if f := ar.spec.Config.Fault; f != "" {
-			fmt.Fprintf(&b, "fault: %s\n", f)
-		}
-		if d := ar.spec.Config.DirectoryTTL; d > 0 {
-			fmt.Fprintf(&b, "directory_ttl: %s\n", d)
-		}
-		b.WriteString("peers:\n")
-		for _, other := range r.order {
-			oa := r.agents[other]
-			if other == inst || oa.a.Replica != ar.a.Replica || oa.spec.Later {
-				continue
+		var peers []string
+		if !ar.spec.Later {
+			for _, other := range r.order {
+				oa := r.agents[other]
+				if other != inst && oa.a.Replica == ar.a.Replica && !oa.spec.Later {
+					peers = append(peers, other)
+				}
 			}
-			// Replicas after the first replay the middle of the paper's
-			// run, where every agent cached its peers' keys long ago
-			// (002 §3): they start warm. Cold, each would pay the first
-			// contact (a Move dropped for an unknown key, one Move
-			// timeout) once per pair, and 16 replicas would put 16 such
-			// passes into a latency mean where the paper has one.
-			cert := ""
-			if ar.a.Replica > 0 {
-				cert = fmt.Sprintf(", certificate: %q", filepath.Join(r.keyDir, ca.CertFile(other)))
-			}
-			fmt.Fprintf(&b, "  - {name: %s, addr: \"%s\"%s}\n", other, netip.AddrPortFrom(oa.a.Addr, AgentPort), cert)
 		}
-		p := ar.spec.Config.Passing
-		b.WriteString("passing:\n")
-		writeDur(&b, "move_timeout", p.MoveTimeout)
-		writeDur(&b, "ack_timeout", p.AckTimeout)
-		writeDur(&b, "commit_timeout", p.CommitTimeout)
-		writeInt(&b, "move_retries", p.MoveRetries)
-		writeInt(&b, "ack_retries", p.AckRetries)
-		writeInt(&b, "commit_retries", p.CommitRetries)
-		if p.Linger != nil {
-			fmt.Fprintf(&b, "  linger: %s\n", *p.Linger)
-		}
-		rw := ar.spec.Config.RandomWalk
-		b.WriteString("randomwalk:\n")
-		writeDur(&b, "hold", rw.Hold)
-		writeDur(&b, "expected_return", rw.ExpectedReturn)
-		if rw.RegenerateAfter != nil {
-			fmt.Fprintf(&b, "  regenerate_after: %v\n", *rw.RegenerateAfter)
-		}
-		if rw.RegenerateJitter != nil {
-			fmt.Fprintf(&b, "  regenerate_jitter: %v\n", *rw.RegenerateJitter)
-		}
-		fmt.Fprintf(&b, "  generate_at_start: %v\n", ar.spec.Generate && ar.spec.Role == config.RoleRandomWalk)
-		wd := ar.spec.Config.Wandering
-		b.WriteString("wandering:\n")
-		writeDur(&b, "op", wd.Op)
-		writeDur(&b, "skip", wd.Skip)
-		writeDur(&b, "min", wd.Min)
-		writeDur(&b, "generate", wd.Generate)
-		if wd.NMax != 0 {
-			fmt.Fprintf(&b, "  nmax: %d\n", wd.NMax)
-		}
-		fmt.Fprintf(&b, "  generate_at_start: %v\n", ar.spec.Generate && ar.spec.Role == config.RoleWandering)
-		ar.cfgPath = filepath.Join(r.keyDir, inst+".yaml")
-		if err := os.WriteFile(ar.cfgPath, []byte(b.String()), 0o600); err != nil {
+		if err := r.writeConfig(inst, peers); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// writeJoinConfig gives a joining agent what 002 §3.2 gives it: the
+// address of one member, via, and nothing else; it learns the others from
+// the directories piggybacked on the passes. Restarted later, it starts
+// from the same file.
+func (r *run) writeJoinConfig(inst, via string) error { return r.writeConfig(inst, []string{via}) }
+
+// writeConfig writes inst's configuration file listing peers.
+func (r *run) writeConfig(inst string, peers []string) error {
+	ar := r.agents[inst]
+	var b strings.Builder
+	fmt.Fprintf(&b, "name: %s\nlisten: %s\nca: %s\ncredentials: %s\nlog: %s\nrole: %s\nseed: %d\ntime_scale: %v\nnetwork_time_scale: %v\n",
+		inst, netip.AddrPortFrom(ar.a.Addr, AgentPort), filepath.Join(r.keyDir, ca.CACertFile), r.keyDir,
+		filepath.Join(r.absDir(), results.LogsDir, inst+".jsonl"), ar.spec.Role, r.e.Seed^hash(inst), r.e.TimeScale, r.e.NetworkTimeScale)
+	if d := ar.spec.Config.DropRate; d > 0 {
+		fmt.Fprintf(&b, "drop_rate: %v\n", d)
+	}
+	if f := ar.spec.Config.Fault; f != "" {
+		fmt.Fprintf(&b, "fault: %s\n", f)
+	}
+	if d := ar.spec.Config.DirectoryTTL; d > 0 {
+		fmt.Fprintf(&b, "directory_ttl: %s\n", d)
+	}
+	b.WriteString("peers:\n")
+	for _, other := range peers {
+		oa := r.agents[other]
+		// Replicas after the first replay the middle of the paper's
+		// run, where every agent cached its peers' keys long ago
+		// (002 §3): they start warm. Cold, each would pay the first
+		// contact (a Move dropped for an unknown key, one Move
+		// timeout) once per pair, and 16 replicas would put 16 such
+		// passes into a latency mean where the paper has one.
+		cert := ""
+		if ar.a.Replica > 0 {
+			cert = fmt.Sprintf(", certificate: %q", filepath.Join(r.keyDir, ca.CertFile(other)))
+		}
+		fmt.Fprintf(&b, "  - {name: %s, addr: \"%s\"%s}\n", other, netip.AddrPortFrom(oa.a.Addr, AgentPort), cert)
+	}
+	p := ar.spec.Config.Passing
+	b.WriteString("passing:\n")
+	writeDur(&b, "move_timeout", p.MoveTimeout)
+	writeDur(&b, "ack_timeout", p.AckTimeout)
+	writeDur(&b, "commit_timeout", p.CommitTimeout)
+	writeInt(&b, "move_retries", p.MoveRetries)
+	writeInt(&b, "ack_retries", p.AckRetries)
+	writeInt(&b, "commit_retries", p.CommitRetries)
+	if p.Linger != nil {
+		fmt.Fprintf(&b, "  linger: %s\n", *p.Linger)
+	}
+	rw := ar.spec.Config.RandomWalk
+	b.WriteString("randomwalk:\n")
+	writeDur(&b, "hold", rw.Hold)
+	writeDur(&b, "expected_return", rw.ExpectedReturn)
+	if rw.RegenerateAfter != nil {
+		fmt.Fprintf(&b, "  regenerate_after: %v\n", *rw.RegenerateAfter)
+	}
+	if rw.RegenerateJitter != nil {
+		fmt.Fprintf(&b, "  regenerate_jitter: %v\n", *rw.RegenerateJitter)
+	}
+	fmt.Fprintf(&b, "  generate_at_start: %v\n", ar.spec.Generate && ar.spec.Role == config.RoleRandomWalk)
+	wd := ar.spec.Config.Wandering
+	b.WriteString("wandering:\n")
+	writeDur(&b, "op", wd.Op)
+	writeDur(&b, "skip", wd.Skip)
+	writeDur(&b, "min", wd.Min)
+	writeDur(&b, "generate", wd.Generate)
+	if wd.NMax != 0 {
+		fmt.Fprintf(&b, "  nmax: %d\n", wd.NMax)
+	}
+	fmt.Fprintf(&b, "  generate_at_start: %v\n", ar.spec.Generate && ar.spec.Role == config.RoleWandering)
+	ar.cfgPath = filepath.Join(r.keyDir, inst+".yaml")
+	return os.WriteFile(ar.cfgPath, []byte(b.String()), 0o600)
 }
 
 func writeDur(b *strings.Builder, k string, d time.Duration) {
@@ -534,7 +591,7 @@ func (r *run) absDir() string {
 }
 
 // startAgent starts (or restarts) an agent; join names the member to join
-// through (002 §3.2).
+// through (002 §3.2), which its configuration lists (writeJoinConfig).
 func (r *run) startAgent(ctx context.Context, inst, join string) error {
 	ar := r.agents[inst]
 	args := []string{"run", "--config", ar.cfgPath}
@@ -542,8 +599,7 @@ func (r *run) startAgent(ctx context.Context, inst, join string) error {
 		args = append(args, "--rt-priority", strconv.Itoa(r.o.RTPriority))
 	}
 	if join != "" {
-		jaddr := netip.AddrPortFrom(r.agents[join].a.Addr, AgentPort)
-		args = append(args, "--join", join, "--peer", join+"="+jaddr.String())
+		args = append(args, "--join", join)
 	}
 	stderr, err := os.OpenFile(filepath.Join(r.dir, results.LogsDir, inst+".stderr"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
@@ -712,13 +768,32 @@ func copyFile(src, dst string) error {
 	return os.WriteFile(dst, b, 0o644)
 }
 
+// gitRevision is the revision the running binary was built from, as the
+// Go toolchain stamped it: not whatever repository the run happens to be
+// started in.
 func gitRevision() string {
-	out, err := exec.Command("git", "rev-parse", "--short=12", "HEAD").Output()
-	if err != nil {
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
 		return "unknown"
 	}
-	rev := strings.TrimSpace(string(out))
-	if out, err := exec.Command("git", "status", "--porcelain", "--untracked-files=no").Output(); err == nil && len(out) > 0 {
+	return revisionOf(info)
+}
+
+func revisionOf(info *debug.BuildInfo) string {
+	rev, dirty := "", false
+	for _, s := range info.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			dirty = s.Value == "true"
+		}
+	}
+	if rev == "" {
+		return "unknown"
+	}
+	rev = rev[:min(len(rev), 12)]
+	if dirty {
 		rev += "-dirty"
 	}
 	return rev
@@ -730,78 +805,4 @@ func kernelRelease() string {
 		return "unknown"
 	}
 	return unix.ByteSliceToString(u.Release[:]) + " " + unix.ByteSliceToString(u.Version[:])
-}
-
-// Run registry: /run/tokenbed/RUNID holds the harness's PID, so that
-// harness clean removes only the leftovers of runs whose harness is gone.
-const registryDir = "/run/tokenbed"
-
-func registerRun(id string) error {
-	if err := os.MkdirAll(registryDir, 0o755); err != nil {
-		return err
-	}
-	return os.WriteFile(filepath.Join(registryDir, id), []byte(fmt.Sprint(os.Getpid())), 0o644)
-}
-
-func unregisterRun(id string) { os.Remove(filepath.Join(registryDir, id)) }
-
-// LiveRuns returns the run IDs whose harness process is still alive.
-func LiveRuns() map[string]bool {
-	live := map[string]bool{}
-	ents, _ := os.ReadDir(registryDir)
-	for _, e := range ents {
-		b, err := os.ReadFile(filepath.Join(registryDir, e.Name()))
-		if err != nil {
-			continue
-		}
-		var pid int
-		fmt.Sscan(string(b), &pid)
-		if pid > 0 && syscall.Kill(pid, 0) == nil {
-			live[e.Name()] = true
-		} else {
-			os.Remove(filepath.Join(registryDir, e.Name()))
-		}
-	}
-	return live
-}
-
-// keyDirPattern matches the private key directories of runs.
-func keyDirPattern(runID string) string {
-	if runID == "" {
-		runID = "tb*"
-	}
-	return filepath.Join(os.TempDir(), "tokenbed-"+runID+"-keys-*")
-}
-
-// Abandon tidies after a run whose harness could not (it was killed, or
-// its User Mode Linux instance was): it removes the run's key directory
-// and marks run.json as interrupted if it still says running. It returns
-// what it removed.
-func Abandon(resultsRoot, runID, why string) []string {
-	dirs, _ := filepath.Glob(keyDirPattern(runID))
-	for _, d := range dirs {
-		os.RemoveAll(d)
-	}
-	dir := filepath.Join(resultsRoot, runID)
-	var info results.RunInfo
-	if results.ReadJSON(dir, results.RunFile, &info) == nil && info.Status == "running" {
-		info.Status, info.Error, info.Finished = "interrupted", why, time.Now().UTC()
-		results.WriteJSON(dir, results.RunFile, info)
-	}
-	return dirs
-}
-
-// StaleKeyDirs removes the key directories of runs whose harness is gone.
-func StaleKeyDirs(live map[string]bool) []string {
-	dirs, _ := filepath.Glob(keyDirPattern(""))
-	var removed []string
-	for _, d := range dirs {
-		id := strings.TrimPrefix(filepath.Base(d), "tokenbed-")
-		id, _, _ = strings.Cut(id, "-")
-		if backend.ValidRunID(id) && !live[id] {
-			os.RemoveAll(d)
-			removed = append(removed, d)
-		}
-	}
-	return removed
 }

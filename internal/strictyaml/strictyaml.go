@@ -6,31 +6,66 @@ package strictyaml
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
+	"reflect"
 	"strings"
+	"time"
 
 	"github.com/goccy/go-yaml"
 	"github.com/goccy/go-yaml/ast"
 	"github.com/goccy/go-yaml/parser"
 )
 
+// MaxFileSize caps what Load reads. Configuration and experiment files
+// are a few kilobytes; the YAML parser needs about 40 times a file's size
+// in memory, so an unbounded file could exhaust the machine before any
+// error is reported.
+const MaxFileSize = 1 << 20
+
 // File is a decoded YAML file kept for locating fields in errors.
 type File struct {
 	Name string
 	ast  *ast.File
 	errs []error
+	// unparsed holds the fields whose value could not be converted: they
+	// read as zero, and validation must not report that zero as a second
+	// mistake (a "10 parsecs" duration is not also "must be positive").
+	unparsed map[string]bool
 }
 
-// Load reads path and decodes it into v, strictly.
+// ReadFile reads path, refusing files larger than MaxFileSize with an
+// error that says so.
+func ReadFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > MaxFileSize {
+		return nil, fmt.Errorf("%s: larger than %d KiB: not a configuration file (the limit keeps a wrong file from exhausting memory)", path, MaxFileSize>>10)
+	}
+	return b, nil
+}
+
+// Load reads path (at most MaxFileSize bytes) and decodes it into v,
+// strictly.
 func Load(path string, v any) (*File, error) {
-	b, err := os.ReadFile(path)
+	b, err := ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
 	return Decode(path, b, v)
 }
 
-// Decode decodes data (named name in errors) into v, strictly.
+// Decode decodes data (named name in errors) into v, strictly. Values the
+// decoder accepts but cannot convert (a duration such as "10 parsecs") are
+// recorded as validation errors at their line, all of them, and read as
+// zero: Err reports them with whatever the caller's validation adds.
 func Decode(name string, data []byte, v any) (*File, error) {
 	f := &File{Name: name}
 	a, err := parser.ParseBytes(data, 0)
@@ -38,10 +73,99 @@ func Decode(name string, data []byte, v any) (*File, error) {
 		return nil, f.wrap(err)
 	}
 	f.ast = a
-	if err := yaml.UnmarshalWithOptions(data, v, yaml.Strict()); err != nil {
+	for _, d := range a.Docs {
+		f.checkDurations(d.Body, reflect.TypeOf(v), "$")
+	}
+	if err := yaml.UnmarshalWithOptions(data, v, yaml.Strict(), yaml.CustomUnmarshaler(lenientDuration)); err != nil {
 		return nil, f.wrap(err)
 	}
 	return f, nil
+}
+
+// lenientDuration decodes a duration, leaving zero what checkDurations
+// has already reported.
+func lenientDuration(d *time.Duration, b []byte) error {
+	var s string
+	if yaml.Unmarshal(b, &s) == nil {
+		if v, err := time.ParseDuration(strings.TrimSpace(s)); err == nil {
+			*d = v
+		}
+	}
+	return nil
+}
+
+var durationType = reflect.TypeOf(time.Duration(0))
+
+// checkDurations walks the document along the type it decodes into and
+// records every duration field whose value does not parse.
+func (f *File) checkDurations(n ast.Node, t reflect.Type, path string) {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch n := n.(type) {
+	case nil:
+		return
+	case *ast.TagNode:
+		f.checkDurations(n.Value, t, path)
+		return
+	case *ast.AnchorNode:
+		f.checkDurations(n.Value, t, path)
+		return
+	}
+	switch {
+	case t == durationType:
+		s, ok := n.(ast.ScalarNode)
+		if !ok {
+			return // the decoder reports a type mismatch
+		}
+		if _, null := n.(*ast.NullNode); null {
+			return
+		}
+		v := s.GetValue()
+		text, isString := v.(string)
+		if !isString {
+			f.unparsable(path, "%v: want a duration with a unit, e.g. 10s or 500ms", v)
+			return
+		}
+		if _, err := time.ParseDuration(strings.TrimSpace(text)); err != nil {
+			f.unparsable(path, "%q: want a duration such as 10s, 1.5m or 500ms (units ns, us, ms, s, m, h)", text)
+		}
+	case t.Kind() == reflect.Struct:
+		m, ok := n.(*ast.MappingNode)
+		if !ok {
+			if mv, single := n.(*ast.MappingValueNode); single {
+				m = &ast.MappingNode{Values: []*ast.MappingValueNode{mv}}
+			} else {
+				return
+			}
+		}
+		for _, mv := range m.Values {
+			key := mv.Key.String()
+			if sf, ok := fieldByTag(t, key); ok {
+				f.checkDurations(mv.Value, sf.Type, path+"."+key)
+			}
+		}
+	case t.Kind() == reflect.Slice:
+		if s, ok := n.(*ast.SequenceNode); ok {
+			for i, e := range s.Values {
+				f.checkDurations(e, t.Elem(), fmt.Sprintf("%s[%d]", path, i))
+			}
+		}
+	}
+}
+
+func fieldByTag(t reflect.Type, key string) (reflect.StructField, bool) {
+	for i := 0; i < t.NumField(); i++ {
+		sf := t.Field(i)
+		name, _, _ := strings.Cut(sf.Tag.Get("yaml"), ",")
+		if name == "" {
+			name = strings.ToLower(sf.Name)
+		}
+		if sf.IsExported() && name == key {
+			return sf, true
+		}
+	}
+	return reflect.StructField{}, false
 }
 
 func (f *File) wrap(err error) error {
@@ -56,8 +180,12 @@ func (f *File) wrap(err error) error {
 // Errorf records a validation error about the field at path, a YAML path
 // such as "$.passing.move_timeout" or "$.links[2].profile". The error names
 // the file, and the line of the field when it is present in the file (else
-// of its nearest present parent).
+// of its nearest present parent). A field whose value could not be
+// converted has its error already.
 func (f *File) Errorf(path, format string, a ...any) {
+	if f.unparsed[path] {
+		return
+	}
 	msg := fmt.Sprintf(format, a...)
 	field := strings.TrimPrefix(path, "$.")
 	line, col := f.locate(path)
@@ -66,6 +194,21 @@ func (f *File) Errorf(path, format string, a ...any) {
 		return
 	}
 	f.errs = append(f.errs, fmt.Errorf("%s: %s: %s", f.Name, field, msg))
+}
+
+// Flagf records a validation error about a value that came from the
+// command-line flag flag, not from the file: it names the flag, never a
+// line of the file.
+func (f *File) Flagf(flag, format string, a ...any) {
+	f.errs = append(f.errs, fmt.Errorf("flag -%s: %s", flag, fmt.Sprintf(format, a...)))
+}
+
+func (f *File) unparsable(path, format string, a ...any) {
+	f.Errorf(path, format, a...)
+	if f.unparsed == nil {
+		f.unparsed = map[string]bool{}
+	}
+	f.unparsed[path] = true
 }
 
 func (f *File) locate(path string) (int, int) {

@@ -161,7 +161,7 @@ func (b *Backend) Setup(ctx context.Context, spec backend.Spec) (err error) {
 	}()
 	for r, agents := range spec.Replicas {
 		bits := spec.Prefixes[r].Bits()
-		hubName := fmt.Sprintf("%s-hub%d", spec.RunID, r)
+		hubName := hubNS(spec.RunID, r)
 		hub, err := newNamed(hubName)
 		if err != nil {
 			return err
@@ -185,7 +185,7 @@ func (b *Backend) Setup(ctx context.Context, spec backend.Spec) (err error) {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			an := &agentNet{agent: a, nsName: spec.RunID + "-" + a.Instance, hub: hub, hubName: hubName, port: fmt.Sprintf("p%d", i)}
+			an := &agentNet{agent: a, nsName: agentNS(spec.RunID, a.Instance), hub: hub, hubName: hubName, port: fmt.Sprintf("p%d", i)}
 			ns, err := newNamed(an.nsName)
 			if err != nil {
 				return err
@@ -422,6 +422,49 @@ func (b *Backend) Teardown(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+func hubNS(runID string, replica int) string { return fmt.Sprintf("%s-hub%d", runID, replica) }
+
+func agentNS(runID, instance string) string { return runID + "-" + instance }
+
+// Namespaces lists the namespaces Setup creates for spec: a run records
+// them (in the run registry) before it creates them, so that what a
+// killed run left can be told from what others made.
+func Namespaces(spec backend.Spec) []string {
+	var names []string
+	for r, as := range spec.Replicas {
+		names = append(names, hubNS(spec.RunID, r))
+		for _, a := range as {
+			names = append(names, agentNS(spec.RunID, a.Instance))
+		}
+	}
+	return names
+}
+
+// RemoveNamespaces kills the processes inside each named namespace that
+// exists and deletes it; it returns those it removed. Names are taken
+// from a run's registry entry: nothing else is touched.
+func RemoveNamespaces(names []string) ([]string, error) {
+	var removed []string
+	var errs []error
+	for _, n := range names {
+		if strings.ContainsRune(n, '/') || n == "" || n[0] == '.' {
+			errs = append(errs, fmt.Errorf("namespace name %q: not a name", n))
+			continue
+		}
+		path := filepath.Join(NetnsDir, n)
+		if _, err := os.Lstat(path); err != nil {
+			continue
+		}
+		killIn(path)
+		if err := deleteNamed(n); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", n, err))
+			continue
+		}
+		removed = append(removed, n)
+	}
+	return removed, errors.Join(errs...)
+}
+
 // Leftovers lists the namespaces of run IDs (or of every run when runID
 // is empty) found in NetnsDir. Only names of the form RUNID-... with a
 // valid run ID are considered: nothing else is ever touched.
@@ -444,21 +487,15 @@ func Leftovers(runID string) ([]string, error) {
 	return names, nil
 }
 
-// Clean deletes the namespaces of a killed run (all runs when runID is
-// empty) after killing the processes still inside them.
+// Clean deletes every namespace named after runID (tests, for their own
+// IDs): harness clean goes by the run registry instead (RemoveNamespaces),
+// since a name alone does not prove a tokenbed run made it.
 func Clean(runID string) ([]string, error) {
 	names, err := Leftovers(runID)
 	if err != nil {
 		return nil, err
 	}
-	var errs []error
-	for _, n := range names {
-		killIn(filepath.Join(NetnsDir, n))
-		if err := deleteNamed(n); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", n, err))
-		}
-	}
-	return names, errors.Join(errs...)
+	return RemoveNamespaces(names)
 }
 
 // deleteNamed unbinds and removes a named namespace. The bind mount may be

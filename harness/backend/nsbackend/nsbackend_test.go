@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -76,6 +77,14 @@ func TestSetupTrafficIsolationTeardown(t *testing.T) {
 	names, _ := Leftovers(id)
 	if len(names) != 8 { // 2 hubs + 6 agents
 		t.Fatalf("namespaces %v, want 8", names)
+	}
+	// The run registry lists what Setup creates, exactly: harness clean
+	// removes only what it lists.
+	listed := Namespaces(spec(id, 2))
+	slices.Sort(listed)
+	slices.Sort(names)
+	if !slices.Equal(listed, names) {
+		t.Errorf("Namespaces lists %v, Setup created %v", listed, names)
 	}
 	// A datagram from A to C's address reaches C of the same replica only.
 	recv := func(inst string) *net.UDPConn {
