@@ -56,7 +56,7 @@ type captureFacts struct {
 	endWall  int64
 	endWhy   string
 	complete bool // interface statistics at the end: capture.Stop ran
-	keyErrs       []string
+	keyErrs  []string
 	// drops: packets the capture's kernel ring dropped, per agent
 	// instance (pcapng interface statistics, isb_drops).
 	drops map[string]uint64

@@ -121,8 +121,8 @@ func duplication(hs []hold) []Violation {
 
 // Loss is a token that disappeared without a successor holder.
 type Loss struct {
-	Token    string
-	Mono     int64
+	Token string
+	Mono  int64
 	// Cause: holder-crashed, holder-left, holder-died, crash-in-window;
 	// commit-rejected (delivered and rejected by the receiver, with the
 	// reasons), commit-delivered-not-acquired (captured arriving, neither
@@ -153,7 +153,7 @@ func (h *history) losses(hs []hold, cf *captureFacts) []Loss {
 		session uint64
 	}
 	passes := map[string]pass{}
-	commitTimeouts := map[string]bool{} // token/session/receiver
+	commitTimeouts := map[string]bool{}        // token/session/receiver
 	rejected := map[commitKey]map[string]int{} // Commits the receiver rejected, by reason
 	for _, e := range h.evs {
 		switch {

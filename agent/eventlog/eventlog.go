@@ -70,10 +70,10 @@ const (
 	// the previous summary. Every rejection is either a datagram_rejected
 	// event or counted in exactly one summary.
 	RejectionsSummary Kind = "rejections_summary"
-	KeyCached        Kind = "key_cached"        // Peer's certificate verified against the CA
-	PeerAdded        Kind = "peer_added"
-	PeerRemoved      Kind = "peer_removed"
-	AgentNotice      Kind = "agent_notice" // an internal error the agent survived; Reason and Detail say what
+	KeyCached         Kind = "key_cached" // Peer's certificate verified against the CA
+	PeerAdded         Kind = "peer_added"
+	PeerRemoved       Kind = "peer_removed"
+	AgentNotice       Kind = "agent_notice" // an internal error the agent survived; Reason and Detail say what
 )
 
 // Harness events, written by the harness on the same clocks.
