@@ -505,12 +505,12 @@ func checkValidation(s *Summary, h *history, cf *captureFacts, b *bundler) Requi
 		if e.kind != eventlog.TokenAcquired || (e.reason != "commit" && e.reason != "late_commit") {
 			continue
 		}
-		if cf.endWall > 0 && e.wall > cf.endWall {
-			after++ // the capture's last records were lost with it
+		k := commitKey{e.token, e.session, e.peer, e.agent}
+		if !cf.verified[k] && cf.endWall > 0 && e.wall > cf.endWall {
+			after++ // its Commit may be among the records lost with the capture
 			continue
 		}
 		acqs++
-		k := commitKey{e.token, e.session, e.peer, e.agent}
 		if !cf.verified[k] {
 			why := "no Commit in the capture"
 			if cf.badSig[k] {
@@ -524,7 +524,7 @@ func checkValidation(s *Summary, h *history, cf *captureFacts, b *bundler) Requi
 	}
 	cut := ""
 	if after > 0 {
-		cut = fmt.Sprintf("; %d acquisitions after the capture ends (%s, its last record: %s) not judged",
+		cut = fmt.Sprintf("; %d acquisitions after the capture ends without their Commit in it (%s, its last record: %s) not judged",
 			after, time.Unix(0, cf.endWall).UTC().Format("15:04:05.000"), cf.endWhy)
 	}
 	if acqs == 0 {
