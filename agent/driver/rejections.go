@@ -8,7 +8,7 @@ import (
 
 // Defaults of RejectionSampler.
 const (
-	DefaultRejectionSample   = 10
+	DefaultRejectionSample   = 100
 	DefaultRejectionInterval = time.Second
 )
 
