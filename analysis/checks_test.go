@@ -224,3 +224,13 @@ func TestLiteralReportSaysWhatWasChecked(t *testing.T) {
 		}
 	}
 }
+
+// A flood is logged as a sample plus rejections_summary counts (issue 10
+// item 4): analysis counts both, exactly.
+func TestLiteralRejectionSummariesCount(t *testing.T) {
+	s, _ := judgeFile(t, "flooded.jsonl", literal{exp: "experiment.yaml"})
+	if s.Rejections["bad-signature"] != 1000 || s.Rejections["malformed:type"] != 50 || len(s.Rejections) != 2 {
+		t.Errorf("rejections %v, want bad-signature 1000 (3 logged, 997 summarised) and malformed:type 50", s.Rejections)
+	}
+	wantVerdicts(t, s, allPass)
+}
