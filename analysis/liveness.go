@@ -27,7 +27,6 @@ type livenessBounds struct {
 	regenWall  time.Duration // wait before a regeneration, wall; 0: regeneration off
 	retries    int
 	moveTO     time.Duration // paper
-	members    int
 }
 
 // visitWall bounds one visit in wall time; visitPaper in paper time
@@ -37,7 +36,7 @@ func (lb livenessBounds) visitPaper() time.Duration { return lb.holdPaper + lb.b
 
 // bounds resolves every agent's settings as the agent would.
 func bounds(exp *experiments.Experiment) (livenessBounds, string) {
-	lb := livenessBounds{members: len(exp.Agents)}
+	var lb livenessBounds
 	ts, nts := exp.TimeScale, exp.NetworkTimeScale
 	if ts <= 0 {
 		ts = 1
@@ -61,8 +60,10 @@ func bounds(exp *experiments.Experiment) (livenessBounds, string) {
 		budget := time.Duration(float64(time.Duration(p.MoveRetries+1)*p.MoveTimeout) / nts)
 		lb.budgetWall = max(lb.budgetWall, budget)
 		if rw.RegenerateAfter > 0 {
-			exp := max(rw.ExpectedReturn, time.Duration(len(exp.Agents))*(rw.Hold+2*p.MoveTimeout))
-			w := time.Duration(rw.RegenerateAfter * (1 + rw.RegenerateJitter) * float64(exp) / ts)
+			// The agent's default expected return (agent/config), or the
+			// one configured if larger.
+			ret := max(rw.ExpectedReturn, time.Duration(len(exp.Agents))*(rw.Hold+2*p.MoveTimeout))
+			w := time.Duration(rw.RegenerateAfter * (1 + rw.RegenerateJitter) * float64(ret) / ts)
 			lb.regenWall = max(lb.regenWall, w)
 		}
 	}
@@ -225,8 +226,12 @@ func checkLiveness(s *Summary, h *history, exp *experiments.Experiment, losses [
 			}
 			prev = max(prev, t)
 		}
-		cuts := append([]int64{rp.start}, rp.cuts...)
-		cuts = append(cuts, rp.end)
+		cuts := []int64{rp.start, rp.end}
+		for _, c := range rp.cuts {
+			if c > rp.start && c < rp.end {
+				cuts = append(cuts, c) // initial profiles come before the agents
+			}
+		}
 		sort.Slice(cuts, func(i, j int) bool { return cuts[i] < cuts[j] })
 		for i := 1; i < len(cuts); i++ {
 			from, to := cuts[i-1], cuts[i]
