@@ -22,30 +22,42 @@ import (
 
 // These tests analyse literal results directories (testdata/runs: run.json,
 // topology.json, experiment.yaml and logs of A, B and C, built from the
-// circulating history), each with one thing wrong, without root.
+// circulating history), without root. runs/clean is whole; every other
+// directory holds only the files in which it differs from clean, each with
+// one thing wrong, and a REMOVE file lists the files it lacks.
 
-// copyRun copies testdata/runs/name into a temporary directory: Analyze
-// writes its outputs beside the inputs.
+// copyRun assembles testdata/runs/name over runs/clean in a temporary
+// directory: Analyze writes its outputs beside the inputs.
 func copyRun(t *testing.T, name string) string {
 	t.Helper()
-	src := filepath.Join("testdata", "runs", name)
 	dst := t.TempDir()
-	err := filepath.Walk(src, func(p string, fi os.FileInfo, err error) error {
+	for _, layer := range []string{"clean", name} {
+		src := filepath.Join("testdata", "runs", layer)
+		err := filepath.Walk(src, func(p string, fi os.FileInfo, err error) error {
+			if err != nil {
+				return err
+			}
+			rel, _ := filepath.Rel(src, p)
+			if fi.IsDir() {
+				return os.MkdirAll(filepath.Join(dst, rel), 0o755)
+			}
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			if rel == "REMOVE" {
+				for _, f := range strings.Fields(string(b)) {
+					if err := os.Remove(filepath.Join(dst, f)); err != nil {
+						return err
+					}
+				}
+				return nil
+			}
+			return os.WriteFile(filepath.Join(dst, rel), b, 0o644)
+		})
 		if err != nil {
-			return err
+			t.Fatal(err)
 		}
-		rel, _ := filepath.Rel(src, p)
-		if fi.IsDir() {
-			return os.MkdirAll(filepath.Join(dst, rel), 0o755)
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(filepath.Join(dst, rel), b, 0o644)
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
 	return dst
 }
