@@ -33,16 +33,46 @@ import (
 	"tokenbed/netem"
 )
 
-// SchemaVersion of summary.json.
-const SchemaVersion = 1
+// SchemaVersion of summary.json. 2: a requirement has a verdict, which
+// may be "not judged"; checks liveness and agents.
+const SchemaVersion = 2
+
+// Verdict of one check.
+type Verdict string
+
+// Verdicts. A check with nothing to judge says so: it never passes
+// vacuously.
+const (
+	VerdictPass      Verdict = "pass"
+	VerdictFail      Verdict = "fail"
+	VerdictNotJudged Verdict = "not judged"
+)
+
+// Checks names every check, in report order: requirements (i)–(iv) of
+// 002 §2, then liveness (circulation goes on) and agents (every process
+// ran and logged).
+var Checks = []string{"loss", "duplication", "latency", "validation", "liveness", "agents"}
 
 // Requirement is one check's verdict.
 type Requirement struct {
-	Pass   bool   `json:"pass"`
-	Value  string `json:"value"`
+	Verdict Verdict `json:"verdict"`
+	Pass    bool    `json:"pass"` // Verdict is pass
+	Value   string  `json:"value"`
+	// Detail says exactly what was checked, or why nothing was.
 	Detail string `json:"detail"`
 	// Bundle is the failure bundle's directory, relative to the results.
 	Bundle string `json:"bundle,omitempty"`
+}
+
+func verdictOf(pass bool) Requirement {
+	if pass {
+		return Requirement{Verdict: VerdictPass, Pass: true}
+	}
+	return Requirement{Verdict: VerdictFail}
+}
+
+func notJudged(detail string) Requirement {
+	return Requirement{Verdict: VerdictNotJudged, Value: "not judged", Detail: "not judged: " + detail}
 }
 
 // Stats summarises a sample of durations, in seconds.
@@ -81,6 +111,7 @@ type Direction struct {
 	// Rescaled is Latency × network_time_scale: what the same profiles
 	// give at real network scale when delays were scaled down.
 	RescaledMeanS float64 `json:"rescaled_mean_s"`
+	RescaledP50S  float64 `json:"rescaled_p50_s"`
 	RescaledP99S  float64 `json:"rescaled_p99_s"`
 	Paper         *experiments.LatencyCheck
 }
@@ -129,6 +160,8 @@ type Summary struct {
 	Rejections      map[string]int `json:"datagrams_rejected"`
 	Duplications    []Violation    `json:"duplications"`
 	Unvalidated     []string       `json:"unvalidated_acquisitions"`
+	LongestGapS     float64        `json:"longest_time_without_acquisition_s"`
+	Phases          []Phase        `json:"phases"`
 	Notes           []string       `json:"notes"`
 }
 
@@ -168,6 +201,36 @@ func Analyze(dir string) (*Summary, error) {
 	if err != nil {
 		return nil, err
 	}
+	j := judge(input{info: info, topo: topo, exp: exp, h: h, cf: cf, b: &bundler{dir: dir, h: h, topo: topo}})
+	if err := writeOutputs(dir, j.s, exp, h, j.hs, j.paper, j.lat); err != nil {
+		return j.s, err
+	}
+	return j.s, nil
+}
+
+// input is what the checkers judge: the history (event logs), the
+// capture's facts, the experiment (nil if absent) and the run's record.
+// Checkers are pure functions of it; b (nil: none) writes failure bundles.
+type input struct {
+	info results.RunInfo
+	topo results.Topology
+	exp  *experiments.Experiment
+	h    *history
+	cf   *captureFacts
+	b    *bundler
+}
+
+// judged is the verdicts and what the report's plots need.
+type judged struct {
+	s     *Summary
+	hs    []hold
+	paper map[int]time.Duration
+	lat   map[string][]float64
+}
+
+// judge runs every check on in.
+func judge(in input) judged {
+	info, exp, h, cf, b := in.info, in.exp, in.h, in.cf, in.b
 	s := &Summary{SchemaVersion: SchemaVersion, RunID: info.RunID, Experiment: info.Experiment, Seed: info.Seed, GitRevision: info.GitRevision,
 		Kernel: info.Kernel, Backend: info.Backend, Impairment: info.Impairment, TimeScale: info.TimeScale, NetworkTimeScale: info.NetScale,
 		Replicas: info.Replicas, Status: info.Status, Partial: info.Status != "ok", Requirements: map[string]Requirement{},
@@ -183,9 +246,10 @@ func Analyze(dir string) (*Summary, error) {
 		s.Notes = append(s.Notes, "capture: "+cf.truncated)
 	}
 	s.Notes = append(s.Notes, cf.keyErrs...)
-	for _, a := range h.agents {
-		if a.seqGap {
-			s.Notes = append(s.Notes, fmt.Sprintf("%s: the event log has a gap in its sequence numbers", a.instance))
+	for _, inst := range h.instances() {
+		if a := h.agents[inst]; len(a.seqGaps) > 0 {
+			s.Notes = append(s.Notes, fmt.Sprintf("%s: the event log has a gap in its sequence numbers within one process lifetime (%s): lines were lost",
+				a.instance, strings.Join(a.seqGaps, ", ")))
 		}
 	}
 	if s.Partial {
@@ -194,22 +258,67 @@ func Analyze(dir string) (*Summary, error) {
 
 	hs := h.holds()
 	paper := h.paperTimes(info)
-	b := &bundler{dir: dir, h: h, topo: topo}
 
-	// (ii) Duplication.
 	s.Duplications = duplication(hs)
-	dup := Requirement{Pass: len(s.Duplications) == 0, Value: fmt.Sprintf("%d", len(s.Duplications))}
-	if dup.Pass {
-		dup.Detail = fmt.Sprintf("no two agents held the same token at once (%d holding intervals)", len(hs))
-	} else {
-		v := s.Duplications[0]
-		dup.Detail = fmt.Sprintf("token %s held by %s (session %d) and %s (session %d) at once for %.3f s", v.Token, v.Agents[0], v.Sessions[0], v.Agents[1], v.Sessions[1], v.OverlapSec)
-		dup.Bundle = b.bundle("duplication", v.Token, v.Sessions[1], v.FromMono, dup.Detail)
-	}
-	s.Requirements["duplication"] = dup
+	s.Requirements["duplication"] = checkDuplication(hs, s.Duplications, b)
+	var losses []Loss
+	s.Requirements["loss"], losses = checkLoss(s, h, hs, cf, exp, paper, b)
+	lat := latencies(s, h)
+	s.Requirements["latency"] = checkLatency(s, in.topo, exp, lat, b)
+	s.Requirements["validation"] = checkValidation(s, h, cf, b)
+	s.Agents = agentFigures(h, paper)
+	s.Requirements["liveness"] = checkLiveness(s, h, exp, losses, paper, b)
+	s.Requirements["agents"] = checkAgents(h, exp)
 
-	// (i) Loss.
-	losses := h.losses(hs)
+	// Network failures tolerated, and outages.
+	for _, f := range h.failures() {
+		s.Failures.Tolerated++
+		if f.DetectedBy == "commit_timeout" {
+			s.Failures.CommitTimeout++
+		} else {
+			s.Failures.AckTimeout++
+		}
+	}
+	// One outage of both directions logs two starts, for A>C and C>A, at
+	// the same moment and with the same detail: count outages, not
+	// directions.
+	outages := map[string]bool{}
+	for _, e := range h.harness {
+		if e.Kind == eventlog.OutageStart {
+			ends := strings.SplitN(e.Link, ">", 2)
+			slices.Sort(ends)
+			outages[fmt.Sprintf("%s|%s|%d", e.Detail, strings.Join(ends, "-"), e.MonoNS/1e8)] = true
+		}
+	}
+	s.Outages = len(outages)
+	s.PaperSeconds = info.PaperSeconds
+	return judged{s: s, hs: hs, paper: paper, lat: lat}
+}
+
+// checkDuplication is requirement (ii): no two agents hold one token at
+// once. Whoever caused it (a broken agent, an insider minting a copy of
+// the token: outside 002's trust model, §2) it is a duplication: nothing
+// explains one away.
+func checkDuplication(hs []hold, vs []Violation, b *bundler) Requirement {
+	if len(hs) == 0 {
+		return notJudged("no holding intervals in the logs (no token was ever acquired)")
+	}
+	r := verdictOf(len(vs) == 0)
+	r.Value = fmt.Sprintf("%d", len(vs))
+	if r.Pass {
+		r.Detail = fmt.Sprintf("no two agents held the same token at once (%d holding intervals)", len(hs))
+		return r
+	}
+	v := vs[0]
+	r.Detail = fmt.Sprintf("%d duplications; first: token %s held by %s (session %d) and %s (session %d) at once for %.3f s", len(vs), v.Token, v.Agents[0], v.Sessions[0], v.Agents[1], v.Sessions[1], v.OverlapSec)
+	r.Bundle = b.bundle("duplication", v.Token, v.Sessions[1], v.FromMono, r.Detail)
+	return r
+}
+
+// checkLoss is requirement (i): every token that disappears is explained
+// by a crash of its holder (or partner, 002 §3.1).
+func checkLoss(s *Summary, h *history, hs []hold, cf *captureFacts, exp *experiments.Experiment, paper map[int]time.Duration, b *bundler) (Requirement, []Loss) {
+	losses := h.losses(hs, cf)
 	maxUnexplained := 0
 	if exp != nil {
 		maxUnexplained = exp.Checks.MaxLosses
@@ -236,20 +345,41 @@ func Analyze(dir string) (*Summary, error) {
 	if s.DatagramsLost > 0 {
 		s.LossRatio = float64(len(losses)) / float64(s.DatagramsLost)
 	}
-	loss := Requirement{Pass: unexplained <= maxUnexplained, Value: fmt.Sprintf("%d", unexplained),
-		Detail: fmt.Sprintf("%d token losses (%d explained by a crash of the holder, 002 §3.1); %d not, tolerated %d; %d datagrams lost by the network",
-			len(losses), len(losses)-unexplained, unexplained, maxUnexplained, s.DatagramsLost)}
-	if firstBad != nil {
-		loss.Bundle = b.bundle("loss", firstBad.Token, firstBad.Session, firstBad.Mono, "token lost: "+firstBad.Cause+": "+firstBad.Detail)
+	if len(hs) == 0 {
+		return notJudged("no token was ever held, so none could be lost"), losses
 	}
-	s.Requirements["loss"] = loss
+	r := verdictOf(unexplained <= maxUnexplained)
+	r.Value = fmt.Sprintf("%d", unexplained)
+	lost := fmt.Sprintf("%d datagrams lost by the network", s.DatagramsLost)
+	if !cf.present {
+		lost = "no capture to count datagrams lost by the network"
+	}
+	r.Detail = fmt.Sprintf("%d tokens held; %d token losses (%d explained by a crash of the holder, 002 §3.1); %d not, tolerated %d; %s",
+		len(tokens(hs)), len(losses), len(losses)-unexplained, unexplained, maxUnexplained, lost)
+	if firstBad != nil {
+		r.Detail += fmt.Sprintf("; first unexplained: %s %s: %s", firstBad.Token, firstBad.Cause, firstBad.Detail)
+		r.Bundle = b.bundle("loss", firstBad.Token, firstBad.Session, firstBad.Mono, "token lost: "+firstBad.Cause+": "+firstBad.Detail)
+	}
+	return r, losses
+}
 
-	// (iii) Latency.
+func tokens(hs []hold) map[string]bool {
+	m := map[string]bool{}
+	for _, hd := range hs {
+		m[hd.token] = true
+	}
+	return m
+}
+
+// latencies collects pass latencies per direction, and the counts of
+// passes, regenerations, discards and rejections.
+func latencies(s *Summary, h *history) map[string][]float64 {
 	lat := map[string][]float64{}
 	for _, e := range h.evs {
 		switch e.kind {
 		case eventlog.PassCompleted:
-			lat[h.logical(e.agent)+">"+h.logical(e.peer)] = append(lat[h.logical(e.agent)+">"+h.logical(e.peer)], float64(e.latency)/1e9)
+			k := h.logical(e.agent) + ">" + h.logical(e.peer)
+			lat[k] = append(lat[k], float64(e.latency)/1e9)
 			s.Passes++
 		case eventlog.TokenRegenerated:
 			s.Regenerations++
@@ -259,6 +389,17 @@ func Analyze(dir string) (*Summary, error) {
 			s.Rejections[e.reason]++
 		}
 	}
+	// Rejections not logged one by one (a flood) are counted in summaries.
+	for reason, n := range h.suppressed {
+		s.Rejections[reason] += int(n)
+	}
+	return lat
+}
+
+// checkLatency is requirement (iii): each figure the experiment gives
+// (mean, p50, p99 of a direction) against this run's, within tolerance.
+// The detail names every figure compared, and only those.
+func checkLatency(s *Summary, topo results.Topology, exp *experiments.Experiment, lat map[string][]float64, b *bundler) Requirement {
 	profiles := map[string]string{}
 	for _, d := range topo.Directions {
 		profiles[d.From+">"+d.To] = d.Profile
@@ -268,99 +409,142 @@ func Analyze(dir string) (*Summary, error) {
 		links = append(links, k)
 	}
 	sort.Strings(links)
-	latReq := Requirement{Pass: true}
-	var latFail []string
-	var latWorst string
+	var fails, checked []string
+	var worst string
 	for _, k := range links {
 		st := stats(lat[k])
-		d := Direction{Link: k, Latency: st, Profile: profiles[k], RescaledMeanS: st.Mean * s.NetworkTimeScale, RescaledP99S: st.P99 * s.NetworkTimeScale}
+		d := Direction{Link: k, Latency: st, Profile: profiles[k], RescaledMeanS: st.Mean * s.NetworkTimeScale,
+			RescaledP50S: st.P50 * s.NetworkTimeScale, RescaledP99S: st.P99 * s.NetworkTimeScale}
 		if st.P50 > 0 {
 			d.Dispersion = st.P99 / st.P50
 		}
 		if p, err := netem.Parse(profiles[k]); err == nil {
 			d.OneWayS = p.Delay.Seconds()
 		}
-		if checks := latencyChecks(exp); checks != nil {
-			for i := range checks {
-				c := &checks[i]
-				if c.Link != k {
-					continue
+		for i, c := range latencyChecks(exp) {
+			if c.Link != k {
+				continue
+			}
+			d.Paper = &latencyChecks(exp)[i]
+			for _, f := range latencyFigures(c) {
+				got := d.rescaled(f.name)
+				rel := got/f.want.Seconds() - 1
+				line := fmt.Sprintf("%s %s %.4f s vs %.4f s (%+.0f%%, tolerance ±%.0f%%)", k, f.name, got, f.want.Seconds(), 100*rel, 100*c.Tolerance)
+				checked = append(checked, line)
+				if math.Abs(rel) > c.Tolerance {
+					fails = append(fails, line)
+					worst = k
 				}
-				d.Paper = c
-				check := func(what string, got float64, want time.Duration) {
-					if want <= 0 {
-						return
-					}
-					rel := got/want.Seconds() - 1
-					if math.Abs(rel) > c.Tolerance {
-						latReq.Pass = false
-						latFail = append(latFail, fmt.Sprintf("%s %s %.4f s vs paper %.4f s (%+.0f%%, tolerance ±%.0f%%)", k, what, got, want.Seconds(), 100*rel, 100*c.Tolerance))
-						latWorst = k
-					}
-				}
-				check("mean", d.RescaledMeanS, c.Mean)
-				check("p50", d.Latency.P50*s.NetworkTimeScale, c.P50)
-				check("p99", d.RescaledP99S, c.P99)
 			}
 		}
 		s.Directions = append(s.Directions, d)
 	}
-	if exp != nil && len(exp.Checks.Latency) == 0 {
-		latReq.Detail = "no latency figures to compare in the experiment; "
-	}
 	for _, c := range latencyChecks(exp) {
 		if _, ok := lat[c.Link]; !ok {
-			latReq.Pass = false
-			latFail = append(latFail, c.Link+": no completed pass to measure")
+			fails = append(fails, c.Link+": no completed pass to measure")
 		}
 	}
-	if latReq.Pass {
-		latReq.Value = "within tolerance"
-		latReq.Detail += "every direction's mean and p99 within the experiment's tolerance of the paper's figures"
-	} else {
-		latReq.Value = fmt.Sprintf("%d out of tolerance", len(latFail))
-		latReq.Detail = strings.Join(latFail, "; ")
-		latReq.Bundle = b.latencyBundle(latWorst, lat[latWorst])
+	if exp == nil {
+		return notJudged("no experiment file in the results, so no latency figures to compare")
 	}
-	s.Requirements["latency"] = latReq
+	if len(exp.Checks.Latency) == 0 {
+		return notJudged("no latency figures in the experiment (checks.latency) to compare with")
+	}
+	r := verdictOf(len(fails) == 0)
+	if r.Pass {
+		r.Value = "within tolerance"
+		r.Detail = "checked: " + strings.Join(checked, "; ")
+		return r
+	}
+	r.Value = fmt.Sprintf("%d out of tolerance", len(fails))
+	r.Detail = strings.Join(fails, "; ")
+	if worst != "" {
+		r.Bundle = b.latencyBundle(worst, lat[worst])
+	}
+	return r
+}
 
-	// (iv) Validation: every acquisition by Commit has a Commit in the
-	// capture whose signature verifies against the CA.
-	acqs := 0
-	for _, e := range h.evs {
+// figure is one latency figure an experiment asks to compare.
+type figure struct {
+	name string // mean, p50, p99
+	want time.Duration
+}
+
+// latencyFigures are the figures c sets (a zero one is not compared).
+func latencyFigures(c experiments.LatencyCheck) []figure {
+	var fs []figure
+	for _, f := range []figure{{"mean", c.Mean}, {"p50", c.P50}, {"p99", c.P99}} {
+		if f.want > 0 {
+			fs = append(fs, f)
+		}
+	}
+	return fs
+}
+
+// rescaled is a figure of the direction at real network scale.
+func (d Direction) rescaled(name string) float64 {
+	switch name {
+	case "mean":
+		return d.RescaledMeanS
+	case "p99":
+		return d.RescaledP99S
+	}
+	return d.RescaledP50S
+}
+
+// checkValidation is requirement (iv): every acquisition by Commit has a
+// Commit in the capture whose signature verifies against the CA. Only
+// acquisitions before the capture's end are judged.
+func checkValidation(s *Summary, h *history, cf *captureFacts, b *bundler) Requirement {
+	if !cf.present {
+		return notJudged("no capture in the results: acquisitions cannot be validated")
+	}
+	acqs, after := 0, 0
+	var first *ev
+	for i, e := range h.evs {
 		if e.kind != eventlog.TokenAcquired || (e.reason != "commit" && e.reason != "late_commit") {
 			continue
 		}
-		acqs++
 		k := commitKey{e.token, e.session, e.peer, e.agent}
+		if !cf.verified[k] && cf.endWall > 0 && e.wall > cf.endWall {
+			after++ // its Commit may be among the records lost with the capture
+			continue
+		}
+		acqs++
 		if !cf.verified[k] {
 			why := "no Commit in the capture"
 			if cf.badSig[k] {
 				why = "its Commit in the capture does not verify"
 			}
 			s.Unvalidated = append(s.Unvalidated, fmt.Sprintf("%s acquired %s in session %d from %s: %s", e.agent, e.token, e.session, e.peer, why))
-			if len(s.Unvalidated) == 1 {
-				defer func(e ev, why string) {
-					r := s.Requirements["validation"]
-					r.Bundle = b.bundle("validation", e.token, e.session, e.mono, s.Unvalidated[0])
-					s.Requirements["validation"] = r
-				}(e, why)
+			if first == nil {
+				first = &h.evs[i]
 			}
 		}
 	}
-	val := Requirement{Pass: len(s.Unvalidated) == 0 && cf.present, Value: fmt.Sprintf("%d of %d", acqs-len(s.Unvalidated), acqs),
-		Detail: fmt.Sprintf("%d acquisitions, each matched by a Commit in the capture whose Ed25519 signature verifies against the CA certificate", acqs)}
-	if !cf.present {
-		val.Detail = "no capture: acquisitions cannot be validated"
-	} else if !val.Pass {
-		val.Detail = fmt.Sprintf("%d of %d acquisitions without a verified Commit in the capture; first: %s", len(s.Unvalidated), acqs, s.Unvalidated[0])
-		if n := cf.totalDrops(); n > 0 {
-			val.Detail += fmt.Sprintf("; the capture itself dropped %d packets (%s): a Commit may be missing from the capture, not from the network", n, cf.dropList())
-		}
+	cut := ""
+	if after > 0 {
+		cut = fmt.Sprintf("; %d acquisitions after the capture ends without their Commit in it (%s, its last record: %s) not judged",
+			after, time.Unix(0, cf.endWall).UTC().Format("15:04:05.000"), cf.endWhy)
 	}
-	s.Requirements["validation"] = val
+	if acqs == 0 {
+		return notJudged("no acquisition by Commit to validate" + cut)
+	}
+	r := verdictOf(len(s.Unvalidated) == 0)
+	r.Value = fmt.Sprintf("%d of %d", acqs-len(s.Unvalidated), acqs)
+	r.Detail = fmt.Sprintf("%d acquisitions, each matched by a Commit in the capture whose Ed25519 signature verifies against the CA certificate%s", acqs, cut)
+	if !r.Pass {
+		r.Detail = fmt.Sprintf("%d of %d acquisitions without a verified Commit in the capture; first: %s%s", len(s.Unvalidated), acqs, s.Unvalidated[0], cut)
+		if n := cf.totalDrops(); n > 0 {
+			r.Detail += fmt.Sprintf("; the capture itself dropped %d packets (%s): a Commit may be missing from the capture, not from the network", n, cf.dropList())
+		}
+		r.Bundle = b.bundle("validation", first.token, first.session, first.mono, s.Unvalidated[0])
+	}
+	return r
+}
 
-	// Return times and hits, in paper time.
+// agentFigures are hits and return times per agent, in paper time.
+func agentFigures(h *history, paper map[int]time.Duration) []AgentFigures {
 	hits := map[string][]time.Duration{}
 	for i, e := range h.evs {
 		if e.kind == eventlog.TokenAcquired {
@@ -379,39 +563,13 @@ func Analyze(dir string) (*Summary, error) {
 			rets[n] = append(rets[n], (ts[i] - ts[i-1]).Seconds())
 		}
 	}
+	var out []AgentFigures
 	for n, af := range byName {
 		af.Return = stats(rets[n])
-		s.Agents = append(s.Agents, *af)
+		out = append(out, *af)
 	}
-	sort.Slice(s.Agents, func(i, j int) bool { return s.Agents[i].Agent < s.Agents[j].Agent })
-
-	// Network failures tolerated, and outages.
-	for _, f := range h.failures() {
-		s.Failures.Tolerated++
-		if f.DetectedBy == "commit_timeout" {
-			s.Failures.CommitTimeout++
-		} else {
-			s.Failures.AckTimeout++
-		}
-	}
-	// One outage of both directions logs two starts, for A>C and C>A, at
-	// the same moment and with the same detail: count outages, not
-	// directions.
-	outages := map[string]bool{}
-	for _, e := range h.harness {
-		if e.Kind == eventlog.OutageStart {
-			ends := strings.SplitN(e.Link, ">", 2)
-			slices.Sort(ends)
-			outages[fmt.Sprintf("%s|%s|%d", e.Detail, strings.Join(ends, "-"), e.MonoNS/1e8)] = true
-		}
-	}
-	s.Outages = len(outages)
-	s.PaperSeconds = info.PaperSeconds
-
-	if err := writeOutputs(dir, s, exp, h, hs, paper, lat); err != nil {
-		return s, err
-	}
-	return s, nil
+	sort.Slice(out, func(i, j int) bool { return out[i].Agent < out[j].Agent })
+	return out
 }
 
 // latencyChecks tolerates a results directory without its experiment.
@@ -422,11 +580,16 @@ func latencyChecks(e *experiments.Experiment) []experiments.LatencyCheck {
 	return e.Checks.Latency
 }
 
-// Failed lists the requirements that failed.
-func (s *Summary) Failed() []string {
+// Failed lists the checks that failed (not those not judged).
+func (s *Summary) Failed() []string { return s.with(VerdictFail) }
+
+// NotJudged lists the checks that had nothing to judge.
+func (s *Summary) NotJudged() []string { return s.with(VerdictNotJudged) }
+
+func (s *Summary) with(v Verdict) []string {
 	var f []string
-	for _, k := range []string{"duplication", "loss", "latency", "validation"} {
-		if r, ok := s.Requirements[k]; ok && !r.Pass {
+	for _, k := range Checks {
+		if r, ok := s.Requirements[k]; ok && r.Verdict == v {
 			f = append(f, k)
 		}
 	}

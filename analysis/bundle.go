@@ -34,8 +34,11 @@ type bundler struct {
 }
 
 // bundle writes bundles/CHECK-N/ and returns its path relative to the
-// results directory.
+// results directory. A nil bundler (a literal history) writes none.
 func (b *bundler) bundle(check, token string, session uint64, mono int64, what string) string {
+	if b == nil {
+		return ""
+	}
 	b.n++
 	rel := filepath.Join(results.BundlesDir, fmt.Sprintf("%s-%d", check, b.n))
 	out := filepath.Join(b.dir, rel)
@@ -86,6 +89,9 @@ Or in tshark with the dissector:
 
 // latencyBundle bundles the slowest pass of a direction.
 func (b *bundler) latencyBundle(link string, xs []float64) string {
+	if b == nil {
+		return ""
+	}
 	var worst *ev
 	for i := range b.h.evs {
 		e := &b.h.evs[i]

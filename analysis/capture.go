@@ -49,7 +49,14 @@ type captureFacts struct {
 	sentByLink    map[string]int
 	firstWall     int64
 	lastWall      int64
-	keyErrs       []string
+	// endWall (wall ns, 0: complete) is where an incomplete capture ends:
+	// its last record. The capture writes records up to 100 ms after
+	// their time (harness/capture, "Crashes"), so a capture killed with
+	// its writer has lost what came after; endWhy says how it is known.
+	endWall  int64
+	endWhy   string
+	complete bool // interface statistics at the end: capture.Stop ran
+	keyErrs  []string
 	// drops: packets the capture's kernel ring dropped, per agent
 	// instance (pcapng interface statistics, isb_drops).
 	drops map[string]uint64
@@ -76,8 +83,10 @@ func readCapture(dir string, topo results.Topology, logical func(string) string)
 	// A Commit missing from the capture may be the capture's loss, not the
 	// network's: keep the drop counts the capture wrote at its end.
 	var r *pcapgo.NgReader
+	var lastAny int64
 	opts := pcapgo.DefaultNgReaderOptions
 	opts.StatisticsCallback = func(id int, st pcapgo.NgInterfaceStatistics) {
+		cf.complete = true
 		if ifc, err := r.Interface(id); err == nil && st.PacketsDropped != pcapgo.NgNoValue64 {
 			inst, _, _ := strings.Cut(ifc.Name, "/")
 			cf.drops[inst] = st.PacketsDropped
@@ -142,6 +151,7 @@ func readCapture(dir string, topo results.Topology, logical func(string) string)
 			break
 		}
 		cf.packets++
+		lastAny = max(lastAny, ci.Timestamp.UnixNano())
 		inst, ok := ifaceAgent[ci.InterfaceIndex]
 		if !ok {
 			if ifc, err := r.Interface(ci.InterfaceIndex); err == nil {
@@ -198,6 +208,10 @@ func readCapture(dir string, topo results.Topology, logical func(string) string)
 				}
 			}
 		}
+	}
+	if !cf.complete && lastAny > 0 {
+		cf.endWall = lastAny
+		cf.endWhy = "no interface statistics at its end, so the capture was not stopped: the records it still held in memory when it died are missing"
 	}
 	// What was sent in the last moments may still be in flight at the end.
 	for k, link := range sent {

@@ -4,9 +4,11 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strings"
 	"time"
 
 	"tokenbed/agent/eventlog"
+	"tokenbed/agent/wire"
 	"tokenbed/harness/results"
 )
 
@@ -119,9 +121,13 @@ func duplication(hs []hold) []Violation {
 
 // Loss is a token that disappeared without a successor holder.
 type Loss struct {
-	Token    string
-	Mono     int64
-	Cause    string // holder-crashed, holder-left, crash-in-window, commit-not-delivered, unexplained
+	Token string
+	Mono  int64
+	// Cause: holder-crashed, holder-left, holder-died, crash-in-window;
+	// commit-rejected (delivered and rejected by the receiver, with the
+	// reasons), commit-delivered-not-acquired (captured arriving, neither
+	// acquired nor logged as rejected), commit-not-delivered; unexplained.
+	Cause    string
 	Agent    string // the holder, or the receiver of the pass in flight
 	Session  uint64
 	Explains bool // a crash or leave of the holder (or partner, 002 §3.1) explains it
@@ -129,7 +135,10 @@ type Loss struct {
 }
 
 // losses applies requirement (i): every token's fate at the end of the run.
-func (h *history) losses(hs []hold) []Loss {
+// A pass whose Commit never led to an acquisition is told apart by what
+// the receiver logged and what the capture saw: a Commit delivered and
+// rejected (a poisoned key cache, issue 10) is not a Commit lost.
+func (h *history) losses(hs []hold, cf *captureFacts) []Loss {
 	last := map[string]hold{}
 	for _, hd := range hs {
 		if l, ok := last[hd.token]; !ok || hd.from >= l.from {
@@ -144,13 +153,20 @@ func (h *history) losses(hs []hold) []Loss {
 		session uint64
 	}
 	passes := map[string]pass{}
-	commitTimeouts := map[string]bool{} // token/session/receiver
+	commitTimeouts := map[string]bool{}        // token/session/receiver
+	rejected := map[commitKey]map[string]int{} // Commits the receiver rejected, by reason
 	for _, e := range h.evs {
 		switch {
 		case e.kind == eventlog.PassSucceeded:
 			passes[e.token] = pass{e.mono, e.agent, e.peer, e.session}
 		case e.kind == eventlog.PassFailed && e.reason == "commit_timeout":
 			commitTimeouts[fmt.Sprintf("%s/%d/%s", e.token, e.session, e.agent)] = true
+		case e.kind == eventlog.DatagramRejected && strings.HasPrefix(e.detail, wire.Commit.String()+" "):
+			k := commitKey{e.token, e.session, e.peer, e.agent}
+			if rejected[k] == nil {
+				rejected[k] = map[string]int{}
+			}
+			rejected[k][e.reason]++
 		}
 	}
 	crashes := h.crashes()
@@ -196,8 +212,23 @@ func (h *history) losses(hs []hold) []Loss {
 			l.Cause, l.Explains, l.Detail = "crash-in-window", true, "the receiver crashed between its Ack and the Commit (002 §3.1)"
 		case leftAt(crashes[p.from], p.mono, p.mono+int64(time.Second)):
 			l.Cause, l.Explains, l.Detail = "crash-in-window", true, "the sender crashed before its Commit got through (002 §3.1)"
+		case rejected[commitKey{tok, p.session, p.from, p.to}] != nil:
+			l.Cause = "commit-rejected"
+			l.Detail = "the sender got the Ack; the receiver got its Commit and rejected it (" + reasonList(rejected[commitKey{tok, p.session, p.from, p.to}]) + ")"
+		case cf.present && (cf.verified[commitKey{tok, p.session, p.from, p.to}] || cf.badSig[commitKey{tok, p.session, p.from, p.to}]):
+			sig := "its signature verifies against the CA"
+			if !cf.verified[commitKey{tok, p.session, p.from, p.to}] {
+				sig = "its signature does not verify"
+			}
+			l.Cause = "commit-delivered-not-acquired"
+			l.Detail = "the capture shows the Commit arriving at the receiver (" + sig + "), which neither acquired the token nor logged the Commit's rejection one by one (a flood's rejections are only counted in rejections_summary)"
 		case commitTimeouts[fmt.Sprintf("%s/%d/%s", tok, p.session, p.to)]:
-			l.Cause, l.Detail = "commit-not-delivered", "the sender got the Ack; every Commit was lost (002 §3.1)"
+			l.Cause, l.Detail = "commit-not-delivered", "the sender got the Ack; every Commit was lost (002 §3.1): the receiver logged none rejected"
+			if cf.present {
+				l.Detail += " and the capture shows none arriving"
+			} else {
+				l.Detail += "; no capture to confirm none arrived"
+			}
 		default:
 			l.Cause, l.Detail = "unexplained", "the sender released the token and the receiver never acquired it"
 		}
@@ -312,4 +343,14 @@ func (h *history) paperTimes(info results.RunInfo) map[int]time.Duration {
 		}
 	}
 	return out
+}
+
+// reasonList is "bad-signature ×8, stale-session ×1", by reason.
+func reasonList(m map[string]int) string {
+	var l []string
+	for r, n := range m {
+		l = append(l, fmt.Sprintf("%s ×%d", r, n))
+	}
+	sort.Strings(l)
+	return strings.Join(l, ", ")
 }

@@ -19,6 +19,9 @@ type history struct {
 	harness  []eventlog.Event
 	endMono  int64 // the last event's mono time
 	parseErr []string
+	// suppressed counts, per reason, rejections logged only in
+	// rejections_summary events (not one by one).
+	suppressed map[string]uint64
 }
 
 // ev is one kept event.
@@ -33,6 +36,7 @@ type ev struct {
 	latency    int64
 	nonce      uint64
 	attempt    int
+	detail     string
 }
 
 type agentInfo struct {
@@ -43,7 +47,12 @@ type agentInfo struct {
 	stopped        bool   // logged agent_stopping
 	stopReason     string // its reason
 	lines          int
-	seqGap         bool
+	lastSeq        uint64
+	lifetimes      int      // processes: lines with seq 1
+	headless       int      // processes whose first line is not agent_started
+	started        int      // agent_started events
+	seqGaps        []string // within a process lifetime: lost lines
+	noLog          bool
 }
 
 // kept says which kinds analysis needs; datagram events are kept for the
@@ -55,40 +64,73 @@ var kept = map[eventlog.Kind]bool{
 	eventlog.DatagramRejected: true, eventlog.CommitSent: true, eventlog.AckReceived: true,
 }
 
+// newHistory starts a history of the run's agents.
+func newHistory(agents []results.AgentInfo) *history {
+	h := &history{agents: map[string]*agentInfo{}, suppressed: map[string]uint64{}}
+	for _, a := range agents {
+		h.agents[a.Instance] = &agentInfo{instance: a.Instance, name: a.Name, replica: a.Replica, holdNS: a.HoldNS}
+	}
+	return h
+}
+
+// add keeps one event of an agent's log, in the log's order.
+func (h *history) add(ai *agentInfo, e eventlog.Event) {
+	ai.lines++
+	// seq counts from 1 per process: a restarted agent starts again at 1
+	// with its agent_started, so a gap is judged within one lifetime.
+	if e.Seq == 1 {
+		ai.lifetimes++
+		if e.Kind != eventlog.AgentStarted {
+			ai.headless++
+		}
+	} else if e.Seq != ai.lastSeq+1 {
+		ai.seqGaps = append(ai.seqGaps, fmt.Sprintf("seq %d after %d", e.Seq, ai.lastSeq))
+	}
+	ai.lastSeq = e.Seq
+	ai.lastMono = max(ai.lastMono, e.MonoNS)
+	switch e.Kind {
+	case eventlog.AgentStarted:
+		ai.stopped = false
+		ai.started++
+	case eventlog.AgentStopping:
+		ai.stopped, ai.stopReason = true, e.Reason
+	case eventlog.RejectionsSummary:
+		for reason, n := range e.Counts {
+			h.suppressed[reason] += n
+		}
+	}
+	if kept[e.Kind] {
+		h.evs = append(h.evs, ev{mono: e.MonoNS, wall: e.WallNS, agent: ai.instance, kind: e.Kind, token: e.Token,
+			session: e.Session, peer: e.Peer, reason: e.Reason, latency: e.LatencyNS, nonce: e.Nonce, attempt: e.Attempt, detail: e.Detail})
+	}
+}
+
+// finish orders the agents' events on the shared clock once all are in.
+func (h *history) finish() {
+	sort.SliceStable(h.evs, func(i, j int) bool { return h.evs[i].mono < h.evs[j].mono })
+	for _, e := range h.evs {
+		h.endMono = max(h.endMono, e.mono)
+	}
+	for _, e := range h.harness {
+		h.endMono = max(h.endMono, e.MonoNS)
+	}
+}
+
 // readLogs reads every log of the run.
 func readLogs(dir string, topo results.Topology) (*history, error) {
-	h := &history{agents: map[string]*agentInfo{}}
+	h := newHistory(topo.Agents)
 	for _, a := range topo.Agents {
-		ai := &agentInfo{instance: a.Instance, name: a.Name, replica: a.Replica, holdNS: a.HoldNS}
-		h.agents[a.Instance] = ai
+		ai := h.agents[a.Instance]
 		path := filepath.Join(dir, a.Log)
 		f, err := os.Open(path)
 		if os.IsNotExist(err) {
-			continue // an agent that never started (a later joiner)
+			ai.noLog = true // never started (a later joiner), or lost: see checkAgents
+			continue
 		}
 		if err != nil {
 			return nil, err
 		}
-		var lastSeq uint64
-		err = eventlog.Read(f, path, func(e eventlog.Event) error {
-			ai.lines++
-			if e.Seq != lastSeq+1 {
-				ai.seqGap = true
-			}
-			lastSeq = e.Seq
-			ai.lastMono = max(ai.lastMono, e.MonoNS)
-			switch e.Kind {
-			case eventlog.AgentStarted:
-				ai.stopped = false
-			case eventlog.AgentStopping:
-				ai.stopped, ai.stopReason = true, e.Reason
-			}
-			if kept[e.Kind] {
-				h.evs = append(h.evs, ev{mono: e.MonoNS, wall: e.WallNS, agent: a.Instance, kind: e.Kind, token: e.Token,
-					session: e.Session, peer: e.Peer, reason: e.Reason, latency: e.LatencyNS, nonce: e.Nonce, attempt: e.Attempt})
-			}
-			return nil
-		})
+		err = eventlog.Read(f, path, func(e eventlog.Event) error { h.add(ai, e); return nil })
 		f.Close()
 		if err != nil {
 			// A log cut by a crash mid-line is read up to its last whole
@@ -106,14 +148,47 @@ func readLogs(dir string, topo results.Topology) (*history, error) {
 		return nil, err
 	}
 	h.harness = hevs
-	sort.SliceStable(h.evs, func(i, j int) bool { return h.evs[i].mono < h.evs[j].mono })
-	for _, e := range h.evs {
-		h.endMono = max(h.endMono, e.mono)
-	}
-	for _, e := range h.harness {
-		h.endMono = max(h.endMono, e.MonoNS)
-	}
+	h.finish()
 	return h, nil
+}
+
+// readHistory reads a literal history: one JSON-lines file holding every
+// agent's events and the harness's ("agent": "harness"), each writer's in
+// its own order. Agents are named by their events (replica 0). Checkers
+// are tested on such files without a run (analysis/testdata/histories).
+func readHistory(path string) (*history, error) {
+	evs, err := eventlog.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var agents []results.AgentInfo
+	seen := map[string]bool{}
+	for _, e := range evs {
+		if e.Agent != "harness" && !seen[e.Agent] {
+			seen[e.Agent] = true
+			agents = append(agents, results.AgentInfo{Name: e.Agent, Instance: e.Agent})
+		}
+	}
+	h := newHistory(agents)
+	for _, e := range evs {
+		if e.Agent == "harness" {
+			h.harness = append(h.harness, e)
+		} else {
+			h.add(h.agents[e.Agent], e)
+		}
+	}
+	h.finish()
+	return h, nil
+}
+
+// instances lists the agents' instance names, sorted.
+func (h *history) instances() []string {
+	out := make([]string, 0, len(h.agents))
+	for inst := range h.agents {
+		out = append(out, inst)
+	}
+	sort.Strings(out)
+	return out
 }
 
 // logical maps an instance name (A.r3) to its experiment name (A).

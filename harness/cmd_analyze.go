@@ -32,12 +32,9 @@ func analyzeDir(dir string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "harness analyze:", err)
 		return exitRunError
 	}
-	for _, k := range []string{"loss", "duplication", "latency", "validation"} {
+	for _, k := range analysis.Checks {
 		r := s.Requirements[k]
-		v := "PASS"
-		if !r.Pass {
-			v = "FAIL"
-		}
+		v := strings.ToUpper(string(r.Verdict))
 		fmt.Fprintf(stdout, "%-12s %s  %s\n", k, v, r.Detail)
 		if r.Bundle != "" {
 			fmt.Fprintf(stdout, "%-12s      failure bundle: %s (harness pcap %s)\n", "", filepath.Join(dir, r.Bundle), filepath.Join(dir, r.Bundle, "slice.pcapng"))

@@ -108,6 +108,9 @@ type Driver struct {
 	Now func() time.Time
 	// OnReady, if set, sees every batch after it is carried out (tests).
 	OnReady func(node.Ready)
+	// Rejections bounds the log lines of rejected datagrams (a flood);
+	// the zero value samples with the defaults.
+	Rejections RejectionSampler
 }
 
 // Run runs the node until ctx is done or the socket fails. On ctx done it
@@ -137,14 +140,21 @@ func (d *Driver) Run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			t = now()
 			d.Node.Stop(context.Cause(ctx).Error())
-			return d.flush(t)
+			if err := d.flush(t); err != nil {
+				return err
+			}
+			return d.Log.WriteAt(t, d.Rejections.Final()...)
 		}
 		dl, ok := d.Node.Deadline()
+		// A pending rejections summary is a timer of the driver's own.
+		if sd, sok := d.Rejections.Due(); sok && (!ok || sd.Before(dl)) {
+			dl, ok = sd, true
+		}
 		if !ok {
 			dl = time.Time{} // no timer: block until a datagram or cancellation
 		}
 		if t = now(); ok && !t.Before(dl) {
-			d.Node.Tick(t)
+			d.tick(t)
 		} else {
 			if err := d.T.SetReadDeadline(dl); err != nil {
 				return err
@@ -158,7 +168,7 @@ func (d *Driver) Run(ctx context.Context) error {
 				if ctx.Err() != nil {
 					continue
 				}
-				d.Node.Tick(t)
+				d.tick(t)
 			default:
 				return err
 			}
@@ -170,12 +180,20 @@ func (d *Driver) Run(ctx context.Context) error {
 	}
 }
 
+// tick runs the node's timers if they are due (the deadline may have
+// been the rejections summary's).
+func (d *Driver) tick(t time.Time) {
+	if nd, ok := d.Node.Deadline(); ok && !t.Before(nd) {
+		d.Node.Tick(t)
+	}
+}
+
 // flush logs, then sends. A failed send is logged, not fatal: UDP may
 // refuse a datagram (ICMP unreachable from an earlier send) and the
 // protocol's retries cover it.
 func (d *Driver) flush(t time.Time) error {
 	r := d.Node.Ready()
-	if err := d.Log.WriteAt(t, r.Events...); err != nil {
+	if err := d.Log.WriteAt(t, d.Rejections.Filter(t, r.Events)...); err != nil {
 		return err
 	}
 	var errs []eventlog.Event

@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -64,10 +65,15 @@ const (
 	TokenDiscarded   Kind = "token_discarded"   // Reason "sandwich": removal of a spurious token (002 §3.2)
 
 	DatagramRejected Kind = "datagram_rejected" // Reason says why; no reply was sent (002 §3.1)
-	KeyCached        Kind = "key_cached"        // Peer's certificate verified against the CA
-	PeerAdded        Kind = "peer_added"
-	PeerRemoved      Kind = "peer_removed"
-	AgentNotice      Kind = "agent_notice" // an internal error the agent survived; Reason and Detail say what
+	// RejectionsSummary: Counts holds, per reason, the rejected datagrams
+	// not logged one by one (a flood is logged as a bounded sample) since
+	// the previous summary. Every rejection is either a datagram_rejected
+	// event or counted in exactly one summary.
+	RejectionsSummary Kind = "rejections_summary"
+	KeyCached         Kind = "key_cached" // Peer's certificate verified against the CA
+	PeerAdded         Kind = "peer_added"
+	PeerRemoved       Kind = "peer_removed"
+	AgentNotice       Kind = "agent_notice" // an internal error the agent survived; Reason and Detail say what
 )
 
 // Harness events, written by the harness on the same clocks.
@@ -113,6 +119,8 @@ type Event struct {
 	Link    string `json:"link,omitempty"`    // "A>B": the direction A to B
 	Profile string `json:"profile,omitempty"` // netem profile in tc syntax
 	Detail  string `json:"detail,omitempty"`
+
+	Counts map[string]uint64 `json:"counts,omitempty"` // rejections_summary
 }
 
 // AppendJSON appends e as one JSON object, exactly as encoding/json would
@@ -176,6 +184,23 @@ func (e *Event) AppendJSON(b []byte) []byte {
 	str("link", e.Link, true)
 	str("profile", e.Profile, true)
 	str("detail", e.Detail, true)
+	if len(e.Counts) > 0 {
+		keys := make([]string, 0, len(e.Counts))
+		for k := range e.Counts {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys) // as encoding/json orders map keys
+		b = append(b, `,"counts":{`...)
+		for i, k := range keys {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendString(b, k)
+			b = append(b, ':')
+			b = strconv.AppendUint(b, e.Counts[k], 10)
+		}
+		b = append(b, '}')
+	}
 	return append(b, '}')
 }
 

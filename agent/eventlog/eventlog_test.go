@@ -36,6 +36,12 @@ func TestAppendJSONMatchesEncodingJSON(t *testing.T) {
 		case 3:
 			e.TimeScale = 1e21 + r.Float64()
 		}
+		if n := r.IntN(4); n > 0 {
+			e.Counts = map[string]uint64{}
+			for j := 0; j < n; j++ {
+				e.Counts[randomString(r)] = r.Uint64() >> r.IntN(64)
+			}
+		}
 		want, err := json.Marshal(e)
 		if err != nil {
 			t.Fatal(err)

@@ -1,0 +1,136 @@
+package driver
+
+import (
+	"context"
+	"crypto/ed25519"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"tokenbed/agent/ca"
+	"tokenbed/agent/circulation/randomwalk"
+	"tokenbed/agent/eventlog"
+	"tokenbed/agent/passing"
+	"tokenbed/agent/wire"
+)
+
+// TestFloodLogVolume floods a real agent on loopback with garbage and with
+// datagrams whose signature does not verify, and measures what the flood
+// costs its event log, with every rejection logged (the old behaviour) and
+// with the sampler. Counts must stay exact either way: logged rejections
+// plus the summaries' counts equal the node's own counters.
+func TestFloodLogVolume(t *testing.T) {
+	const n, rate = 20000, 10000 // datagrams, per second
+	type result struct {
+		bytes, rejected int64
+		secs            float64
+		lines           int // datagram_rejected lines
+		reasons         int
+	}
+	flood := func(sample int) result {
+		rw := func(string) randomwalk.Config { return randomwalk.Config{Hold: time.Second} }
+		c := newCluster(t, []string{"A", "B"}, 0, 1, rw, passing.DefaultConfig())
+		a := c.drivers["A"]
+		a.Rejections.Sample = sample
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- a.Run(ctx) }()
+		c.socks["B"].Close()
+
+		cred, err := ca.LoadMember(filepath.Join(c.dir, "ca"), "B", filepath.Join(c.dir, "ca", ca.CACertFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.MustParseAddrPort("127.0.0.1:0")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		src := netip.MustParseAddrPort(conn.LocalAddr().String())
+		_, wrong, _ := ed25519.GenerateKey(nil)
+		d := wire.Datagram{Type: wire.Move, Sender: "B", Token: wire.TokenID{Gen: 1, Origin: "A"}, ReplyPort: src.Port(), Cert: cred.Cert}
+		garbage := make([]byte, 200)
+		start := time.Now()
+		for i := 0; i < n; i++ {
+			b := garbage
+			if i%2 == 0 {
+				d.Session, d.Nonce = uint64(i), uint64(i)
+				// B's genuine certificate, signed with another key.
+				if b, err = d.Encode(wrong, src, c.addrs["A"]); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				garbage[0] = byte(i)
+			}
+			conn.WriteToUDPAddrPort(b, c.addrs["A"])
+			if i%100 == 99 {
+				time.Sleep(time.Until(start.Add(time.Duration(i+1) * time.Second / rate)))
+			}
+		}
+		secs := time.Since(start).Seconds()
+		time.Sleep(200 * time.Millisecond) // let the agent drain its socket
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		c.files["A"].Close()
+		c.files["B"].Close()
+		path := filepath.Join(c.dir, "A.jsonl")
+		st, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var logged uint64
+		lines := 0
+		err = eventlog.Read(mustOpen(t, path), path, func(e eventlog.Event) error {
+			switch e.Kind {
+			case eventlog.DatagramRejected:
+				logged++
+				lines++
+			case eventlog.RejectionsSummary:
+				for _, v := range e.Counts {
+					logged += v
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var counted uint64
+		for _, v := range a.Node.Rejected() {
+			counted += v
+		}
+		if logged != counted || counted < n/2 {
+			t.Errorf("sample %d: the log accounts for %d rejections, the node counted %d of %d sent", sample, logged, counted, n)
+		}
+		return result{st.Size(), int64(counted), secs, lines, len(a.Node.Rejected())}
+	}
+	before, after := flood(-1), flood(0)
+	per := func(r result) float64 { return float64(r.bytes) / float64(r.rejected) * 1000 }
+	t.Logf("every rejection logged: %d rejected in %.2f s, log %d bytes: %.0f bytes per 1,000 rejected, %.0f bytes/s",
+		before.rejected, before.secs, before.bytes, per(before), float64(before.bytes)/before.secs)
+	t.Logf("sampled (%d per reason per %v): %d rejected in %.2f s, log %d bytes: %.0f bytes per 1,000 rejected, %.0f bytes/s",
+		DefaultRejectionSample, DefaultRejectionInterval, after.rejected, after.secs, after.bytes, per(after), float64(after.bytes)/after.secs)
+	// The bound does not depend on the flood's rate (the machine may not
+	// reach the one asked for): at most the sample per reason for every
+	// interval the flood and its drain spanned.
+	if bound := DefaultRejectionSample * after.reasons * (int(after.secs/DefaultRejectionInterval.Seconds()) + 2); after.lines > bound {
+		t.Errorf("sampled log: %d rejections logged one by one, want at most %d", after.lines, bound)
+	}
+	if before.lines != int(before.rejected) {
+		t.Errorf("sample -1 logged %d of %d rejections one by one", before.lines, before.rejected)
+	}
+}
+
+func mustOpen(t *testing.T, path string) *os.File {
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f
+}
