@@ -60,7 +60,7 @@ type RunInfo struct {
 	AgentsStartNS int64     `json:"agents_start_ns"`
 	Started       time.Time `json:"started"`
 	Finished      time.Time `json:"finished,omitempty"`
-	Status        string    `json:"status"` // running | ok | error | interrupted
+	Status        string    `json:"status"` // running | ok | error | interrupted | killed (found dead by clean or analyze)
 	Error         string    `json:"error,omitempty"`
 }
 
