@@ -45,9 +45,11 @@ func newPair(t testing.TB) *pair {
 	return p
 }
 
-// signed builds a datagram from A, signed by A's key for src→dst.
+// signed builds a datagram from A, signed by A's key for src→dst. Its
+// nonce counts from the first nonce the nodes accept (start + skew).
 func (p *pair) signed(d wire.Datagram, src, dst netip.AddrPort) []byte {
 	d.Sender = "A"
+	d.Nonce += uint64(p.now.Add(DefaultMaxClockSkew).UnixNano())
 	if d.Type == wire.Move || d.Type == wire.Ack {
 		d.ReplyPort = 7400
 	}
