@@ -188,3 +188,14 @@ func TestRestartedAgentRejoinsAfterQuarantine(t *testing.T) {
 		})
 	}
 }
+
+func TestMaxClockSkewIsValidated(t *testing.T) {
+	cred := credentials(t, "A")
+	for _, skew := range []time.Duration{-time.Millisecond, MaxMaxClockSkew + 1} {
+		_, err := New(Config{Name: "A", Addr: netip.MustParseAddrPort("10.0.0.1:7400"), Key: cred.Key, CA: ca.NewVerifier(cred.CA),
+			Policy: rw(time.Hour, false), Rand: rand.New(rand.NewPCG(1, 2)), MaxClockSkew: skew})
+		if err == nil || !strings.HasPrefix(err.Error(), "max_clock_skew:") {
+			t.Errorf("MaxClockSkew %v: %v, want an error naming max_clock_skew", skew, err)
+		}
+	}
+}
