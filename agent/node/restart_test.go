@@ -190,6 +190,7 @@ func TestRestartedAgentRejoinsAfterQuarantine(t *testing.T) {
 }
 
 func TestMaxClockSkewIsValidated(t *testing.T) {
+	simCA.dir = ""
 	cred := credentials(t, "A")
 	for _, skew := range []time.Duration{-time.Millisecond, MaxMaxClockSkew + 1} {
 		_, err := New(Config{Name: "A", Addr: netip.MustParseAddrPort("10.0.0.1:7400"), Key: cred.Key, CA: ca.NewVerifier(cred.CA),
