@@ -158,6 +158,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	fs.Var(&peers, "peer", "a member NAME=IP:PORT (repeatable; added to the file's)")
 	join := fs.String("join", "", "join through this peer (002 §3.2)")
 	generate := fs.Bool("generate", false, "generate a token at start")
+	skew := fs.Duration("max-clock-skew", 0, fmt.Sprintf("bound on the difference between members' wall clocks, real time even when compressed (default %v)", node.DefaultMaxClockSkew))
 	dropRate := fs.Float64("drop-rate", 0, "TESTING: drop outgoing datagrams with this probability (seeded)")
 	fault := fs.String("fault", "", "TESTING: break the protocol on purpose: skip_ack_check or acquire_on_move")
 	if err := fs.Parse(args); err != nil {
@@ -203,6 +204,10 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		c.Wandering.GenerateAtStart = true
 	}
 	set(&c.Fault, *fault, "$.fault", "fault")
+	if *skew != 0 {
+		c.MaxClockSkew = *skew
+		c.SetByFlag("$.max_clock_skew", "max-clock-skew")
+	}
 	for _, p := range peers {
 		c.SetByFlag(fmt.Sprintf("$.peers[%d]", len(c.Peers)), "peer")
 		c.Peers = append(c.Peers, p)
@@ -270,7 +275,8 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		policy = randomwalk.New(r.RandomWalk)
 	}
 	n, err := node.New(node.Config{Name: r.Name, Addr: r.Listen, Key: cred.Key, Cert: cred.Cert, CA: verifier,
-		Passing: r.Passing, Policy: policy, Peers: members, DirectoryTTL: r.DirectoryTTL, Rand: rnd})
+		Passing: r.Passing, Policy: policy, Peers: members, DirectoryTTL: r.DirectoryTTL, Rand: rnd,
+		MaxClockSkew: r.MaxClockSkew})
 	if err != nil {
 		fmt.Fprintln(stderr, "agent:", err)
 		return exitUsage

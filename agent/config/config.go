@@ -12,6 +12,7 @@ import (
 
 	"tokenbed/agent/circulation/randomwalk"
 	"tokenbed/agent/circulation/wandering"
+	"tokenbed/agent/node"
 	"tokenbed/agent/passing"
 	"tokenbed/agent/wire"
 	"tokenbed/internal/strictyaml"
@@ -102,6 +103,9 @@ type Config struct {
 	// DropRate drops this share of the agent's outgoing datagrams in its
 	// own transport (seeded): loss without an emulated network, for tests.
 	DropRate float64 `yaml:"drop_rate"`
+	// MaxClockSkew bounds the difference between members' wall clocks,
+	// in real time even when time is compressed (agent/node, "Restarts").
+	MaxClockSkew time.Duration `yaml:"max_clock_skew"`
 
 	file *strictyaml.File
 	// flags maps a field's YAML path to the command-line flag that set
@@ -159,6 +163,7 @@ type Resolved struct {
 	PeerAddrs        []netip.AddrPort
 	Join             string
 	DropRate         float64
+	MaxClockSkew     time.Duration // real time, not divided by the time scales
 	DirectoryTTL     time.Duration
 	Passing          passing.Config
 	RandomWalk       randomwalk.Config
@@ -239,6 +244,10 @@ func (c *Config) Validate() (*Resolved, error) {
 		c.errorf("$.drop_rate", "must be in [0, 1), got %v", c.DropRate)
 	}
 	r.DropRate = c.DropRate
+	if c.MaxClockSkew < 0 || c.MaxClockSkew > node.MaxMaxClockSkew {
+		c.errorf("$.max_clock_skew", "%v: want 0 (default %v) up to %v", c.MaxClockSkew, node.DefaultMaxClockSkew, node.MaxMaxClockSkew)
+	}
+	r.MaxClockSkew = c.MaxClockSkew
 	if c.DirectoryTTL < 0 {
 		c.errorf("$.directory_ttl", "must not be negative")
 	}

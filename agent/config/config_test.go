@@ -137,3 +137,25 @@ func TestExplicitZeroDurationKept(t *testing.T) {
 		t.Errorf("linger %v, move_timeout %v", c.Passing.Linger, c.Passing.MoveTimeout)
 	}
 }
+
+// max_clock_skew bounds real clocks: compressed time does not divide it,
+// and a value out of range is an error naming the field.
+func TestMaxClockSkewIsRealTime(t *testing.T) {
+	base := "name: A\nlisten: 10.0.0.1:7400\nca: ca.crt\ncredentials: .\ntime_scale: 100\n"
+	c, err := Load(write(t, base+"max_clock_skew: 250ms\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err := c.Validate(); err != nil || r.MaxClockSkew != 250*time.Millisecond {
+		t.Errorf("max_clock_skew 250ms at time_scale 100: %v %v, want 250ms", r, err)
+	}
+	for _, bad := range []string{"-1ms", "2h"} {
+		c, err := Load(write(t, base+"max_clock_skew: "+bad+"\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Validate(); err == nil || !strings.Contains(err.Error(), ":6:17: max_clock_skew:") {
+			t.Errorf("max_clock_skew %s: %v", bad, err)
+		}
+	}
+}

@@ -8,7 +8,103 @@
 // the driver passes the current time to Receive and Tick, then takes the
 // datagrams to send and the events to log from Ready, writing the events
 // before sending the datagrams (so that a log never shows a Commit sent
-// before the release it follows).
+// before the release it follows). The time given to Start must be the wall
+// clock: replay protection counts from it.
+//
+// # Order of checks on a datagram
+//
+// Decode; sender is not ourselves; key: the cached one, or the key of a
+// certificate carried by the datagram, checked against the CA but not yet
+// cached; signature under that key, for this source and destination;
+// freshness (below); then the passing Endpoint. Only if the Endpoint
+// accepts the datagram does the node cache the new key, count the sender
+// as alive at its address, and merge the directory the datagram carries:
+// a rejected datagram (a replay, a stale session) changes nothing but the
+// rejection counters.
+//
+// # Restarts (issue 10, item 1)
+//
+// Replays are recognised by the tokens' soft state (002 §3.1), which lives
+// in memory and is lost in a crash: a restarted agent would take the
+// Moves and Commits of its previous life as new, acquire a copy of a live
+// token and keep it. Every datagram carries a nonce that is its sender's
+// wall clock in ns when it signed it (made strictly increasing). With S,
+// Config.MaxClockSkew, the bound on how far apart any two members' clocks
+// are, a datagram signed before our start at real time t carries a nonce
+// of at most t + S on its sender's clock, which is below start + S on
+// ours. So the node rejects ("before-start"), for its whole life, every
+// datagram whose nonce is below start + S. No stable storage is needed,
+// and after the first 2·S nothing legitimate is below that line: a peer
+// whose clock is S behind ours signs nonces of at least start + S from
+// start + 2·S on. A later nonce cannot come from a previous life, and from
+// then on the soft state rebuilt since the start covers replays as before.
+//
+// The cost: an agent is deaf for up to 2·S after every start (S if clocks
+// agree), first starts included, since it cannot tell them from restarts.
+// A pass toward it in that window fails like a pass to a crashed member:
+// the sender's Move retries run out and the sender keeps the token (002
+// §3.1: no loss, no duplication), and the policy tries again. The
+// assumption: members' clocks are within S of each other (NTP; the
+// default, DefaultMaxClockSkew, is 100 ms). If a clock is off by more, a
+// replay of that member's datagrams signed just before our crash may be
+// accepted, or its fresh datagrams refused until its nonces catch up.
+// Nonces and S are real time: the harness's compressed time divides the
+// protocol's durations, not the wall clock, so S is never scaled.
+//
+// Alternatives we did not take: a persisted high-water mark costs an
+// fsync per accepted datagram (or batch) on the pass's critical path; an
+// incarnation number that peers must echo changes the format of every
+// datagram and still needs stable storage or the clock to be unique; a
+// quarantine alone, without the nonce bound, does not help, since a
+// captured datagram stays valid as long as the sender's certificate.
+//
+// # Member keys (issue 10, item 2)
+//
+// A key is cached only from a datagram that verified under it and that
+// the Endpoint accepted; a datagram carrying another valid certificate of
+// a member but a signature that does not verify under that certificate's
+// key is rejected and changes nothing. A member that legitimately re-keys
+// (a new key pair and certificate from the CA) is first rejected with
+// "bad-signature" on its certificate-less datagrams, times out and resends
+// with its certificate (002 §3); that datagram verifies under the new key,
+// which then replaces the old one. A replay of an old datagram carrying
+// an old, still valid certificate could roll the key back only if the
+// Endpoint accepted it, that is, if it opened a session the soft state
+// does not know; the member's next retry with its certificate undoes it.
+//
+// # Directory (issue 10, item 3)
+//
+// Directory entries are signed by the member they describe (see
+// agent/wire, "Directory entries") and relayed verbatim, so that a member
+// can only speak for itself. An entry replaces what we hold only if it is
+// newer (so a directory in sync costs no verification: an Ed25519
+// verification is ~60 µs) and not more than S in the future (it would
+// outlive its member). An agent signs its own entry at start and again
+// when a quarter of directory_ttl has passed, not per datagram, which
+// keeps the Move's critical path at one signature. An entry about a
+// member whose key we do not have yet (a join, 002 §3.2) is kept as an
+// unverified candidate: it gives an address to try, never replaces an
+// address we were given at start, heard from the member itself or read in
+// an entry it signed, is not relayed, and is checked (and dropped if
+// false) as soon as the member's key arrives. Liveness for directory_ttl
+// is the signing time of what the member itself signed: the nonce of a
+// datagram from it that was accepted, or the seen-time of its entry; a
+// replay therefore proves nothing newer than the original.
+//
+// # What a certified member can still do
+//
+// 002 §3.1 trusts members: a member holding a valid key pair and
+// certificate (an insider) is outside its threat model, and some of what
+// it can do stays possible. An insider can mint a copy of a live token (it
+// can sign a Move and Commit for any token id and session), and so
+// duplicate tokens; nothing here detects that beyond the analysis, which
+// reports it as a duplication. It can drop the tokens it is passed (a
+// silent failure), claim any address for itself, and fill directories
+// with entries for names that do not exist, as unverified candidates that
+// are not relayed and, with directory_ttl, expire. It can no longer move
+// another member's entry, plant entries in the future, displace another
+// member's key, or, like an outsider, make an agent accept a replay of its
+// previous life.
 package node
 
 import (
@@ -58,7 +154,20 @@ type Config struct {
 	// Rand is the agent's seeded random source (peer choice, directory
 	// samples, regeneration jitter).
 	Rand *rand.Rand
+	// MaxClockSkew is S, the most by which two members' wall clocks may
+	// differ (e.g. NTP-synchronised hosts). It bounds how far back a
+	// datagram's nonce may lie before the start for the datagram to be
+	// surely fresh, and how far ahead a directory entry's seen-time may
+	// lie. Real time, never compressed. 0 means DefaultMaxClockSkew.
+	MaxClockSkew time.Duration
 }
+
+// DefaultMaxClockSkew is S when Config leaves it 0: NTP keeps hosts on a
+// network within a few milliseconds to tens of milliseconds of each other.
+const DefaultMaxClockSkew = 100 * time.Millisecond
+
+// MaxMaxClockSkew bounds S: a restarted agent is deaf for up to 2·S.
+const MaxMaxClockSkew = time.Hour
 
 // Packet is a datagram to send.
 type Packet struct {
@@ -75,7 +184,18 @@ type Ready struct {
 
 type member struct {
 	addr netip.AddrPort
-	seen int64 // ns since the Unix epoch
+	// seen is the latest time the member is known to have been alive, ns
+	// since the Unix epoch on the member's own clock: the nonce of a
+	// datagram accepted from it, or the seen-time of its signed entry.
+	seen int64
+	// trusted: addr comes from the operator (Config.Peers), from the
+	// member itself (a datagram it signed for that source) or from an
+	// entry it signed. Unverified hearsay never replaces it.
+	trusted bool
+	// entry is the member's own signed entry, the newest held, relayed
+	// verbatim when verified; zero if none.
+	entry    wire.Entry
+	verified bool
 }
 
 type presignKey struct {
@@ -122,6 +242,11 @@ type Node struct {
 	// of delivering it.
 	cur     *wire.Datagram
 	curFrom netip.AddrPort
+	// fresh: datagrams with a nonce below it may predate this start (see
+	// the package doc, "Restarts").
+	fresh int64
+	// self is this agent's own signed directory entry.
+	self wire.Entry
 }
 
 // New checks cfg and returns a node. Call Start before anything else.
@@ -141,6 +266,11 @@ func New(cfg Config) (*Node, error) {
 		return nil, errors.New("rand: missing seeded random source")
 	case cfg.DirectoryTTL < 0:
 		return nil, errors.New("directory_ttl: must not be negative")
+	case cfg.MaxClockSkew < 0 || cfg.MaxClockSkew > MaxMaxClockSkew:
+		return nil, fmt.Errorf("max_clock_skew: %v: want 0 (default %v) up to %v", cfg.MaxClockSkew, DefaultMaxClockSkew, MaxMaxClockSkew)
+	}
+	if cfg.MaxClockSkew == 0 {
+		cfg.MaxClockSkew = DefaultMaxClockSkew
 	}
 	ep, err := passing.NewEndpoint(cfg.Passing, cfg.Name)
 	if err != nil {
@@ -158,7 +288,7 @@ func New(cfg Config) (*Node, error) {
 			return nil, fmt.Errorf("peers: %s: invalid address %v", p.Name, p.Addr)
 		}
 		if p.Name != cfg.Name {
-			n.dir[p.Name] = &member{addr: p.Addr}
+			n.dir[p.Name] = &member{addr: p.Addr, trusted: true}
 			if p.Key != nil {
 				if len(p.Key) != ed25519.PublicKeySize {
 					return nil, fmt.Errorf("peers: %s: key is not an Ed25519 public key", p.Name)
@@ -203,8 +333,11 @@ func (n *Node) Ready() Ready {
 
 func (n *Node) event(e eventlog.Event) { n.ready.Events = append(n.ready.Events, e) }
 
-// Start starts the policy (which may generate a token).
+// Start starts the policy (which may generate a token). now must be the
+// wall clock: it is the start that replay protection counts from.
 func (n *Node) Start(now time.Time) {
+	n.fresh = now.Add(n.cfg.MaxClockSkew).UnixNano()
+	n.signSelf(now)
 	n.gcAt = now.Add(n.cfg.DirectoryTTL / 4)
 	n.actions(now, n.pol.Start(n, now))
 }
@@ -245,12 +378,16 @@ func (n *Node) Receive(now time.Time, from netip.AddrPort, b []byte) {
 		return
 	}
 	pub, known := n.keys[d.Sender]
+	var newKey ed25519.PublicKey
+	var newSum [32]byte
 	if len(d.Cert) > 0 {
 		sum := sha256.Sum256(d.Cert)
 		if !known || n.certSums[d.Sender] != sum {
 			// A certificate we have not checked: verify it against the CA
-			// and cache the key (002 §3). A valid certificate replaces an
-			// older key of the same member (a re-issued certificate).
+			// (002 §3), and the datagram with its key. The key is cached
+			// only once the datagram is accepted: a valid certificate
+			// alone (a re-issued or old one) must not displace the key
+			// the member signs with (issue 10, key-cache poisoning).
 			name, k, err := n.cfg.CA.Verify(d.Cert, now)
 			switch {
 			case err != nil:
@@ -260,9 +397,7 @@ func (n *Node) Receive(now time.Time, from netip.AddrPort, b []byte) {
 				n.reject("certificate-name-mismatch", &d, from, fmt.Sprintf("certificate is for %q", name))
 				return
 			}
-			pub, known = k, true
-			n.keys[name], n.certSums[name] = k, sum
-			n.event(eventlog.Event{Kind: eventlog.KeyCached, Peer: name, Addr: from.String()})
+			pub, known, newKey, newSum = k, true, k, sum
 		}
 	}
 	if !known {
@@ -275,23 +410,44 @@ func (n *Node) Receive(now time.Time, from netip.AddrPort, b []byte) {
 		n.reject("bad-signature", &d, from, "signature does not verify for this source and destination")
 		return
 	}
-	n.heard(now, d.Sender, from)
-	n.merge(now, d.Dir)
+	if int64(d.Nonce) < n.fresh {
+		// Possibly signed before this start, when the soft state that
+		// would recognise it as a replay was lost with the crash.
+		n.reject("before-start", &d, from, fmt.Sprintf("nonce %d precedes start + max_clock_skew (%d)", d.Nonce, n.fresh))
+		return
+	}
 	k := sessionKey{d.Token, d.Session, d.Sender}
+	prevTo, hadTo := n.replyTo[k]
 	switch d.Type {
 	case wire.Move, wire.Ack:
 		// Protocol continuation goes to the port the datagram names (002 §3).
 		n.replyTo[k] = netip.AddrPortFrom(from.Addr(), d.ReplyPort)
 	case wire.Commit:
-		if _, ok := n.replyTo[k]; !ok {
+		if !hadTo {
 			n.replyTo[k] = from
 		}
 	}
 	n.cur, n.curFrom = &d, from
 	n.ep.Deliver(now, passing.Msg{Type: d.Type, From: d.Sender, To: n.cfg.Name, Token: d.Token, Session: d.Session, Cert: len(d.Cert) > 0})
+	fs := n.ep.Effects()
+	accepted := slices.ContainsFunc(fs, func(f passing.Effect) bool { return f.Kind == passing.Received })
+	if accepted {
+		// Only a datagram the endpoint accepted is evidence: a rejected
+		// replay must neither cache its key, nor keep its sender alive,
+		// nor feed the directory.
+		if newKey != nil {
+			n.keys[d.Sender], n.certSums[d.Sender] = newKey, newSum
+			n.event(eventlog.Event{Kind: eventlog.KeyCached, Peer: d.Sender, Addr: from.String()})
+		}
+		n.heard(now, d.Sender, from, d.Nonce)
+		n.merge(now, d.Dir)
+	} else if hadTo {
+		n.replyTo[k] = prevTo
+	} else {
+		delete(n.replyTo, k)
+	}
 	// The first effects belong to this datagram (received or rejected);
 	// what follows from them (policy actions) clears cur before sending.
-	fs := n.ep.Effects()
 	for _, f := range fs {
 		if f.Kind == passing.Received || f.Kind == passing.Rejected {
 			n.effect(now, f)
@@ -306,55 +462,101 @@ func (n *Node) Receive(now time.Time, from netip.AddrPort, b []byte) {
 	n.drain(now)
 }
 
-// heard records direct evidence that a member is alive at addr.
-func (n *Node) heard(now time.Time, name string, addr netip.AddrPort) {
+// heard records direct evidence that a member was alive at addr when it
+// signed the datagram with this nonce: a late copy proves nothing newer.
+func (n *Node) heard(now time.Time, name string, addr netip.AddrPort, nonce uint64) {
 	m := n.dir[name]
 	if m == nil {
 		m = &member{}
 		n.dir[name] = m
 		n.event(eventlog.Event{Kind: eventlog.PeerAdded, Peer: name, Addr: addr.String(), Detail: "heard directly"})
 	}
-	m.addr, m.seen = addr, now.UnixNano()
+	if t := min(int64(nonce), now.UnixNano()); t >= m.seen || !m.trusted {
+		m.addr, m.seen = addr, t
+	}
+	m.trusted = true
+	if m.entry.Name != "" && !m.verified {
+		// Now that its key is known, check the entry we held on hearsay.
+		if m.verified = m.entry.VerifyEntry(n.keys[name]); !m.verified {
+			m.entry = wire.Entry{}
+		}
+	}
 }
 
-// merge applies an authenticated directory (002 §3.2): newer entries win.
+// merge applies the entries of an accepted datagram (002 §3.2). Each
+// entry is signed by the member it describes; only entries newer than
+// the one held are checked (an Ed25519 verification each), so a
+// directory already in sync costs no verification.
 func (n *Node) merge(now time.Time, dir []wire.Entry) {
 	ttl := n.cfg.DirectoryTTL.Nanoseconds()
 	for _, e := range dir {
 		if e.Name == n.cfg.Name || !e.Addr.IsValid() || e.Addr.Port() == 0 {
 			continue
 		}
+		if e.Seen > now.Add(n.cfg.MaxClockSkew).UnixNano() {
+			continue // from the future: it would outlive its member
+		}
 		if ttl > 0 && now.UnixNano()-e.Seen > ttl {
 			continue // stale news of a member that may have left
 		}
 		m := n.dir[e.Name]
-		if m == nil {
-			n.dir[e.Name] = &member{addr: e.Addr, seen: e.Seen}
-			n.event(eventlog.Event{Kind: eventlog.PeerAdded, Peer: e.Name, Addr: e.Addr.String(), Detail: "directory synchronisation"})
-			continue
+		if m != nil && m.entry.Name != "" && e.Seen <= m.entry.Seen {
+			continue // nothing newer than what we hold
 		}
-		if e.Seen > m.seen {
-			m.addr, m.seen = e.Addr, e.Seen
+		key, haveKey := n.keys[e.Name]
+		switch {
+		case haveKey && !e.VerifyEntry(key):
+			continue // not signed by its member
+		case !haveKey && m != nil && m.trusted:
+			continue // hearsay never overrides what we verified
+		}
+		if m == nil {
+			m = &member{}
+			n.dir[e.Name] = m
+			detail := "directory synchronisation"
+			if !haveKey {
+				detail += ", unverified until the member is heard"
+			}
+			n.event(eventlog.Event{Kind: eventlog.PeerAdded, Peer: e.Name, Addr: e.Addr.String(), Detail: detail})
+		}
+		m.entry, m.verified = e, haveKey
+		if e.Seen > m.seen || !m.trusted {
+			m.addr, m.seen, m.trusted = e.Addr, e.Seen, haveKey
 		}
 	}
+}
+
+// signSelf signs this agent's own entry.
+func (n *Node) signSelf(now time.Time) {
+	n.self = wire.Entry{Name: n.cfg.Name, Addr: n.cfg.Addr, Seen: now.UnixNano()}
+	n.self.Sign(n.cfg.Key)
 }
 
 // directory returns the entries to send: all of them when they fit, else
 // a random sample (synchronisation then converges over several passes).
 func (n *Node) directory(now time.Time, withCert bool) []wire.Entry {
+	// Our own entry is re-signed only when it would soon look stale to a
+	// member with a directory TTL, not per datagram: a signature costs
+	// ~28 µs on the pass's critical path.
+	if ttl := n.cfg.DirectoryTTL.Nanoseconds(); ttl > 0 && now.UnixNano()-n.self.Seen >= ttl/4 {
+		n.signSelf(now)
+	}
 	es := make([]wire.Entry, 0, len(n.dir)+1)
-	es = append(es, wire.Entry{Name: n.cfg.Name, Addr: n.cfg.Addr, Seen: now.UnixNano()})
+	es = append(es, n.self)
 	for _, name := range n.Peers() {
-		m := n.dir[name]
-		es = append(es, wire.Entry{Name: name, Addr: m.addr, Seen: m.seen})
+		// Relayed verbatim, and only what we verified: hearsay we could
+		// not check is ours to use, not to vouch for.
+		if m := n.dir[name]; m.verified {
+			es = append(es, m.entry)
+		}
 	}
 	// Budget: header and signature ~220 bytes, a certificate up to
-	// MaxCertLen; an entry is at most 1+63+1+16+2+8 bytes.
+	// MaxCertLen; an entry is at most 1+63+1+16+2+8+64 bytes.
 	budget := wire.MaxSize - 220
 	if withCert {
 		budget -= len(n.cfg.Cert) + 2
 	}
-	limit := min(wire.MaxEntries, budget/91)
+	limit := min(wire.MaxEntries, budget/155)
 	if len(es) > limit {
 		rest := es[1:]
 		n.cfg.Rand.Shuffle(len(rest), func(i, j int) { rest[i], rest[j] = rest[j], rest[i] })

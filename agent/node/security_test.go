@@ -45,9 +45,11 @@ func newPair(t testing.TB) *pair {
 	return p
 }
 
-// signed builds a datagram from A, signed by A's key for src→dst.
+// signed builds a datagram from A, signed by A's key for src→dst. Its
+// nonce counts from the first nonce the nodes accept (start + skew).
 func (p *pair) signed(d wire.Datagram, src, dst netip.AddrPort) []byte {
 	d.Sender = "A"
+	d.Nonce += uint64(p.now.Add(DefaultMaxClockSkew).UnixNano())
 	if d.Type == wire.Move || d.Type == wire.Ack {
 		d.ReplyPort = 7400
 	}
@@ -187,6 +189,12 @@ func FuzzReceive(f *testing.F) {
 		}
 		f.Add(p.signed(d, p.addrA, p.addrB), uint8(0))
 	}
+	// A directory: A's own signed entry, and unverifiable hearsay.
+	self := wire.Entry{Name: "A", Addr: p.addrA, Seen: p.now.UnixNano()}
+	self.Sign(p.credA.Key)
+	d := wire.Datagram{Type: wire.Move, Token: tok, Session: 2, Nonce: 5, Cert: p.credA.Cert,
+		Dir: []wire.Entry{self, {Name: "C", Addr: netip.MustParseAddrPort("10.0.0.3:7400"), Seen: p.now.UnixNano()}}}
+	f.Add(p.signed(d, p.addrA, p.addrB), uint8(2))
 	f.Fuzz(func(t *testing.T, b []byte, srcSel uint8) {
 		src := p.addrA
 		if srcSel%2 == 1 {

@@ -64,6 +64,11 @@ type sim struct {
 	dropped int
 	rxbuf   []byte        // one receive buffer, reused like the driver's
 	ttl     time.Duration // DirectoryTTL of nodes added
+	// skew offsets a node's wall clock from the simulation's: a node is
+	// given s.now+skew[name] as its time (clocks that differ, 002 nonces).
+	skew map[string]time.Duration
+	// tap, if set, sees every datagram put on a link.
+	tap func(from netip.AddrPort, to string, data []byte)
 }
 
 var simCA struct {
@@ -95,7 +100,7 @@ func credentials(t testing.TB, name string) *ca.Credentials {
 func newSim(t *testing.T, seed uint64) *sim {
 	simCA.dir = "" // a fresh CA per test
 	return &sim{t: t, now: time.Now().Truncate(time.Second), nodes: map[string]*Node{}, addrs: map[string]netip.AddrPort{},
-		byAddr: map[netip.AddrPort]string{}, down: map[string]bool{}, rnd: rand.New(rand.NewPCG(seed, 1)),
+		byAddr: map[netip.AddrPort]string{}, down: map[string]bool{}, skew: map[string]time.Duration{}, rnd: rand.New(rand.NewPCG(seed, 1)),
 		latency: func(string, string) time.Duration { return time.Millisecond }}
 }
 
@@ -114,10 +119,13 @@ func (s *sim) addNode(name string, pol *randomwalk.Policy, peers ...string) *Nod
 		s.t.Fatal(err)
 	}
 	s.nodes[name] = n
-	n.Start(s.now)
+	n.Start(s.clock(name))
 	s.flush(name)
 	return n
 }
+
+// clock is a node's wall clock.
+func (s *sim) clock(name string) time.Time { return s.now.Add(s.skew[name]) }
 
 // addr returns the address of a node, allocating one on first use.
 func (s *sim) addr(name string) netip.AddrPort {
@@ -154,11 +162,14 @@ func (s *sim) flush(name string) {
 			s.dropped++
 			continue
 		}
+		if s.tap != nil {
+			s.tap(s.addrs[name], to, p.Data)
+		}
 		s.push(&simEvent{at: s.now.Add(s.latency(name, to)), to: to, from: s.addrs[name], data: p.Data})
 	}
-	n.Prepare(s.now) // as the driver does after each step
+	n.Prepare(s.clock(name)) // as the driver does after each step
 	if d, ok := n.Deadline(); ok {
-		s.push(&simEvent{at: d, to: name})
+		s.push(&simEvent{at: d.Add(-s.skew[name]), to: name})
 	}
 	s.checkHolders()
 	// Nobody forges datagrams here: a bad signature is a bug of ours.
@@ -203,12 +214,12 @@ func (s *sim) run(until time.Time) {
 				s.rxbuf = make([]byte, 2048)
 			}
 			k := copy(s.rxbuf, e.data)
-			n.Receive(s.now, e.from, s.rxbuf[:k])
+			n.Receive(s.clock(e.to), e.from, s.rxbuf[:k])
 			for i := range s.rxbuf[:k] {
 				s.rxbuf[i] = 0xEE
 			}
-		} else if d, ok := n.Deadline(); ok && !s.now.Before(d) {
-			n.Tick(s.now)
+		} else if d, ok := n.Deadline(); ok && !s.clock(e.to).Before(d) {
+			n.Tick(s.clock(e.to))
 		} else {
 			continue
 		}

@@ -2,13 +2,13 @@
 // passing operation (seed 002 §3): the Move, Ack, Commit and EarlyStop
 // datagrams, their binary encoding, and their signatures.
 //
-// # Format, version 1
+// # Format, version 2
 //
 // All integers are big-endian. Lengths are in bytes.
 //
 //	offset  size  field
 //	0       2     magic, the ASCII bytes "TB" (0x54 0x42)
-//	2       1     version, 1
+//	2       1     version, 2
 //	3       1     type: 1 Move, 2 Ack, 3 Commit, 4 EarlyStop
 //	4       1     flags: bit 0 certificate present, bit 1 directory present;
 //	              the other bits must be zero
@@ -32,7 +32,9 @@
 //	+0      1     A, address length: 4 (IPv4) or 16 (IPv6)
 //	+1      A     address
 //	+0      2     UDP port
-//	+2      8     last seen, int64 ns since the Unix epoch
+//	+2      8     seen: when the member signed this entry, int64 ns since
+//	              the Unix epoch (the member's own clock)
+//	+10     64    entry signature, Ed25519, by the member the entry describes
 //	end-64  64    Ed25519 signature
 //
 // A datagram is at most MaxSize bytes, so it fits one IPv6 minimum-MTU packet
@@ -46,6 +48,20 @@
 // signature. Binding both addresses makes a datagram illegal when it is
 // received by another destination or from another source (002 §3): a
 // sniffed datagram cannot be replayed anywhere else.
+//
+// # Directory entries
+//
+// Each directory entry is signed by the member it describes, over the
+// context string "tokenbed/dir/v1", the name length and name, the
+// address as 16 bytes (IPv4-mapped for IPv4), the port and the seen-time.
+// Other members relay the entry verbatim, so an entry is authenticated by
+// its subject, not by whoever relays it: a member cannot move another's
+// entry to its own address (002 §3.2 asks that directory data be
+// authenticated; version 1 entries were only covered by the relaying
+// sender's datagram signature, which let any member poison every
+// directory). The entry signature is 64 bytes, so an entry is at most
+// 1+63+1+16+2+8+64 = 155 bytes and a datagram carries fewer of them
+// than in version 1; directories are sampled (see agent/node).
 //
 // The paper signs with DSA. We use Ed25519 instead: Go's crypto/dsa is
 // deprecated, DSA needs a fresh secret nonce per signature (a weak RNG leaks

@@ -10,7 +10,8 @@ import (
 )
 
 // Version is the wire format version this package encodes and accepts.
-const Version = 1
+// Version 2 added the entry signature to directory entries.
+const Version = 2
 
 // MaxSize is the largest datagram, signature included: an IPv6
 // minimum-MTU packet (1280) less the IPv6 and UDP headers (48).
@@ -30,6 +31,9 @@ const (
 	flagDir        = 1 << 1
 	fixedHeader    = 6 // magic, version, type, flags, sender length
 	sigContext     = "tokenbed/pass/v1"
+	// entryContext separates entry signatures from datagram signatures:
+	// neither can be passed off as the other.
+	entryContext = "tokenbed/dir/v1"
 )
 
 // Type is the datagram type tag (002 §3, Fig. 1).
@@ -102,11 +106,39 @@ func ParseTokenID(s string) (TokenID, error) {
 	return TokenID{Gen: g, Origin: origin}, nil
 }
 
-// Entry is one member of the directory synchronised with each pass (002 §3.2).
+// Entry is one member of the directory synchronised with each pass (002
+// §3.2). The member it describes signs it (Sign) and every other member
+// relays it verbatim, so that the entry is authenticated by its subject,
+// not by whoever relays it.
 type Entry struct {
 	Name string
 	Addr netip.AddrPort
-	Seen int64 // when the member was last heard from directly, ns since the Unix epoch
+	Seen int64 // when the member signed the entry, ns since the Unix epoch, its own clock
+	Sig  [SigLen]byte
+}
+
+// entryMessage is what an entry's signature covers: the context string,
+// the name, the address (16 bytes, IPv4-mapped for IPv4) and port, and
+// the seen-time.
+func (e *Entry) entryMessage() []byte {
+	m := make([]byte, 0, len(entryContext)+1+MaxNameLen+16+2+8)
+	m = append(m, entryContext...)
+	m = append(m, byte(len(e.Name)))
+	m = append(m, e.Name...)
+	a16 := e.Addr.Addr().As16()
+	m = append(m, a16[:]...)
+	m = binary.BigEndian.AppendUint16(m, e.Addr.Port())
+	return binary.BigEndian.AppendUint64(m, uint64(e.Seen))
+}
+
+// Sign signs the entry with key, the key of the member it describes.
+func (e *Entry) Sign(key ed25519.PrivateKey) {
+	copy(e.Sig[:], ed25519.Sign(key, e.entryMessage()))
+}
+
+// VerifyEntry reports whether e carries a valid signature by pub.
+func (e *Entry) VerifyEntry(pub ed25519.PublicKey) bool {
+	return len(pub) == ed25519.PublicKeySize && ed25519.Verify(pub, e.entryMessage(), e.Sig[:])
 }
 
 // Datagram is one protocol datagram, without its signature.
@@ -241,6 +273,7 @@ func (d *Datagram) appendBody(b []byte) ([]byte, error) {
 			b = append(b, a.AsSlice()...)
 			b = binary.BigEndian.AppendUint16(b, e.Addr.Port())
 			b = binary.BigEndian.AppendUint64(b, uint64(e.Seen))
+			b = append(b, e.Sig[:]...)
 		}
 	}
 	return b, nil
@@ -385,11 +418,14 @@ func Decode(b []byte) (Datagram, error) {
 			ab := r.take("directory.addr", alen)
 			port := r.u16("directory.port")
 			e.Seen = int64(r.u64("directory.seen"))
+			if sig := r.take("directory.signature", SigLen); sig != nil {
+				copy(e.Sig[:], sig)
+			}
 			if r.err == nil {
 				a, _ := netip.AddrFromSlice(ab)
 				if a.Is4In6() {
 					// One encoding per address: IPv4 travels as 4 bytes.
-					r.off -= 10 + alen
+					r.off -= 10 + SigLen + alen
 					r.fail("directory.addr", "bad-addr")
 					break
 				}

@@ -34,6 +34,7 @@ func sample(t Type) Datagram {
 			{Name: "A", Addr: addrA, Seen: 11},
 			{Name: "peer-c.example", Addr: addrC, Seen: -1},
 		}
+		d.Dir[0].Sign(testKey)
 	}
 	return d
 }
@@ -171,6 +172,42 @@ func TestEncodeRejectsBadFields(t *testing.T) {
 		t.Log("32 long entries fit")
 	} else if we := (*Error)(nil); !errors.As(err, &we) || we.Reason != "too-large" {
 		t.Fatalf("oversized datagram: %v, want too-large", err)
+	}
+}
+
+// A directory entry's signature binds every field to the member that
+// signed it, and cannot be confused with a datagram signature.
+func TestEntrySignature(t *testing.T) {
+	e := Entry{Name: "A", Addr: addrA, Seen: 1_700_000_000_000_000_000}
+	e.Sign(testKey)
+	if !e.VerifyEntry(testPub) {
+		t.Fatal("a signed entry does not verify")
+	}
+	_, otherKey, _ := ed25519.GenerateKey(nil)
+	for name, mod := range map[string]func(*Entry){
+		"name":      func(e *Entry) { e.Name = "B" },
+		"address":   func(e *Entry) { e.Addr = addrC },
+		"port":      func(e *Entry) { e.Addr = netip.AddrPortFrom(e.Addr.Addr(), e.Addr.Port()+1) },
+		"seen":      func(e *Entry) { e.Seen++ },
+		"signature": func(e *Entry) { e.Sig[5] ^= 1 },
+		"signer":    func(e *Entry) { e.Sign(otherKey) },
+	} {
+		c := e
+		mod(&c)
+		if c.VerifyEntry(testPub) {
+			t.Errorf("entry with another %s still verifies", name)
+		}
+	}
+	// The signature travels: decode(encode) keeps it verifiable.
+	d := sample(Move)
+	d.Dir = []Entry{e}
+	b, err := d.Encode(testKey, addrA, addrB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := Decode(b)
+	if err != nil || !got.Dir[0].VerifyEntry(testPub) {
+		t.Fatalf("entry signature lost on the wire: %v", err)
 	}
 }
 

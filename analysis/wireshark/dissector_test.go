@@ -79,7 +79,7 @@ func valid(t testing.TB) []wire.Datagram {
 	return []wire.Datagram{
 		{Type: wire.Move, Sender: "A", Token: tok, Session: 41, Nonce: 1_750_000_000_000_000_001, ReplyPort: 7400,
 			Cert: cert(t), Dir: []wire.Entry{
-				{Name: "A", Addr: addrA, Seen: 11},
+				{Name: "A", Addr: addrA, Seen: 11, Sig: [wire.SigLen]byte{0xfe, 1, 2, 3, 63: 0x7f}},
 				{Name: "peer-c.example", Addr: netip.MustParseAddrPort("[fd00::3]:7401"), Seen: -1},
 			}},
 		{Type: wire.Move, Sender: "A", Token: tok, Session: 1<<63 + 5, Nonce: 1, ReplyPort: 7400},
@@ -96,7 +96,7 @@ func valid(t testing.TB) []wire.Datagram {
 type raw struct{ b []byte }
 
 func header(typ, flags byte, sender string) *raw {
-	r := &raw{b: []byte{'T', 'B', 1, typ, flags, byte(len(sender))}}
+	r := &raw{b: []byte{'T', 'B', wire.Version, typ, flags, byte(len(sender))}}
 	r.b = append(r.b, sender...)
 	return r
 }
@@ -112,10 +112,13 @@ func (r *raw) sig() []byte { return append(r.b, make([]byte, wire.SigLen)...) }
 
 // handmade are malformed datagrams that hit every check of wire.Decode.
 func handmade() map[string][]byte {
-	v4 := func(r *raw, name string) *raw { return r.name(name).u8(4).bytes([]byte{10, 0, 0, 1}).u16(7400).u64(5) }
+	esig := make([]byte, wire.SigLen)
+	v4 := func(r *raw, name string) *raw {
+		return r.name(name).u8(4).bytes([]byte{10, 0, 0, 1}).u16(7400).u64(5).bytes(esig)
+	}
 	m := map[string][]byte{
 		"bad-magic":          append([]byte("XB"), header(1, 0, "A").fixed(7400).sig()[2:]...),
-		"bad-version":        func() []byte { b := header(1, 0, "A").fixed(7400).sig(); b[2] = 2; return b }(),
+		"bad-version":        func() []byte { b := header(1, 0, "A").fixed(7400).sig(); b[2] = 1; return b }(),
 		"bad-type":           header(5, 0, "A").fixed(7400).sig(),
 		"flags-high-bit":     header(1, 0x04, "A").fixed(7400).sig(),
 		"flags-in-commit":    header(3, 0x01, "A").fixed(0).sig(),
@@ -135,8 +138,9 @@ func handmade() map[string][]byte {
 		"dir-count-33":       header(1, 2, "A").fixed(7400).u8(33).sig(),
 		"dir-name-bad":       v4(header(1, 2, "A").fixed(7400).u8(1), "x y").sig(),
 		"dir-addr-len-5":     header(1, 2, "A").fixed(7400).u8(1).name("B").u8(5).bytes(make([]byte, 5)).u16(1).u64(1).sig(),
-		"dir-addr-4in6":      header(1, 2, "A").fixed(7400).u8(1).name("B").u8(16).bytes(netip.MustParseAddr("::ffff:10.0.0.1").AsSlice()).u16(1).u64(1).sig(),
-		"dir-second-4in6":    v4(header(1, 2, "A").fixed(7400).u8(2), "B").name("C").u8(16).bytes(netip.MustParseAddr("::ffff:10.0.0.2").AsSlice()).u16(1).u64(1).sig(),
+		"dir-addr-4in6":      header(1, 2, "A").fixed(7400).u8(1).name("B").u8(16).bytes(netip.MustParseAddr("::ffff:10.0.0.1").AsSlice()).u16(1).u64(1).bytes(esig).sig(),
+		"dir-second-4in6":    v4(header(1, 2, "A").fixed(7400).u8(2), "B").name("C").u8(16).bytes(netip.MustParseAddr("::ffff:10.0.0.2").AsSlice()).u16(1).u64(1).bytes(esig).sig(),
+		"dir-sig-truncated":  header(1, 2, "A").fixed(7400).u8(1).name("B").u8(4).bytes([]byte{1, 2, 3, 4}).u16(1).u64(1).bytes(esig[:20]).sig(),
 		"dir-seen-truncated": header(1, 2, "A").fixed(7400).u8(1).name("B").u8(4).bytes([]byte{1, 2, 3, 4}).u16(1).u16(0).sig(),
 		"dir-missing-entry":  v4(header(1, 2, "A").fixed(7400).u8(2), "B").sig(),
 		"trailing-bytes":     header(4, 0, "A").fixed(0).u8(0).sig(),
@@ -235,7 +239,7 @@ var fieldNames = []string{
 	"tokenbed.sender", "tokenbed.token", "tokenbed.token_gen", "tokenbed.token_origin",
 	"tokenbed.session", "tokenbed.nonce", "tokenbed.reply_port", "tokenbed.cert_len", "tokenbed.cert",
 	"tokenbed.dir_count", "tokenbed.dir.name", "tokenbed.dir.addr", "tokenbed.dir.port",
-	"tokenbed.dir.seen", "tokenbed.signature",
+	"tokenbed.dir.seen", "tokenbed.dir.signature", "tokenbed.signature",
 }
 
 // Expected renders what gopacket decoded in tshark's -T fields format.
@@ -267,16 +271,18 @@ func Expected(frameNo int, d *wirelayer.Datagram, decodeErr error) []string {
 	}
 	if len(d.Dir) > 0 {
 		row[14] = strconv.Itoa(len(d.Dir))
-		var names, addrs, ports, seens []string
+		var names, addrs, ports, seens, sigs []string
 		for _, e := range d.Dir {
 			names = append(names, e.Name)
 			addrs = append(addrs, e.Addr.Addr().String())
 			ports = append(ports, strconv.Itoa(int(e.Addr.Port())))
 			seens = append(seens, strconv.FormatInt(e.Seen, 10))
+			sigs = append(sigs, hex.EncodeToString(e.Sig[:]))
 		}
 		row[15], row[16], row[17], row[18] = strings.Join(names, ","), strings.Join(addrs, ","), strings.Join(ports, ","), strings.Join(seens, ",")
+		row[19] = strings.Join(sigs, ",")
 	}
-	row[19] = hex.EncodeToString(d.Signature)
+	row[20] = hex.EncodeToString(d.Signature)
 	return row
 }
 
@@ -367,7 +373,7 @@ func TestDissectorMatchesGopacket(t *testing.T) {
 				break
 			}
 			g := got[i][j]
-			if fieldNames[j] == "tokenbed.cert" || fieldNames[j] == "tokenbed.signature" {
+			if fieldNames[j] == "tokenbed.cert" || fieldNames[j] == "tokenbed.signature" || fieldNames[j] == "tokenbed.dir.signature" {
 				g = strings.ReplaceAll(g, ":", "")
 			}
 			if g != want[i][j] {

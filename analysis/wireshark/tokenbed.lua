@@ -1,5 +1,5 @@
 -- tokenbed.lua: Wireshark/tshark dissector for tokenbed datagrams, wire
--- format version 1 (agent/wire/doc.go is the definition; this file mirrors
+-- format version 2 (agent/wire/doc.go is the definition; this file mirrors
 -- wire.Decode check by check, so that a datagram the agents reject shows
 -- here as malformed with the same field, offset and reason).
 --
@@ -58,8 +58,9 @@ local f = {
 	dir_ipv4     = ProtoField.ipv4("tokenbed.dir.ipv4", "IPv4 address"),
 	dir_ipv6     = ProtoField.ipv6("tokenbed.dir.ipv6", "IPv6 address"),
 	dir_port     = ProtoField.uint16("tokenbed.dir.port", "Port", base.DEC),
-	dir_seen     = ProtoField.int64("tokenbed.dir.seen", "Last seen (ns since the epoch)", base.DEC),
-	dir_seen_t   = ProtoField.absolute_time("tokenbed.dir.seen_time", "Last seen", base.UTC),
+	dir_seen     = ProtoField.int64("tokenbed.dir.seen", "Signed at (ns since the epoch)", base.DEC),
+	dir_seen_t   = ProtoField.absolute_time("tokenbed.dir.seen_time", "Signed at", base.UTC),
+	dir_sig      = ProtoField.bytes("tokenbed.dir.signature", "Entry signature (Ed25519, by the member)"),
 	signature    = ProtoField.bytes("tokenbed.signature", "Signature (Ed25519)"),
 	error        = ProtoField.string("tokenbed.error", "Decoding error"),
 }
@@ -148,7 +149,7 @@ function tokenbed.dissector(tvb, pinfo, tree)
 		local vr = take("version", 1)
 		if vr ~= nil then
 			root:add(f.version, vr)
-			if vr:uint() ~= 1 then fail("version", 2, "bad-version") end
+			if vr:uint() ~= 2 then fail("version", 2, "bad-version") end
 		end
 		local tr = take("type", 1)
 		if tr ~= nil then
@@ -233,6 +234,7 @@ function tokenbed.dissector(tvb, pinfo, tree)
 				local ar = take("directory.addr", alen)
 				local portr = take("directory.port", 2)
 				local seenr = take("directory.seen", 8)
+				local esigr = take("directory.signature", SIG_LEN)
 				if err == nil then
 					local text
 					if alen == 4 then
@@ -242,7 +244,7 @@ function tokenbed.dissector(tvb, pinfo, tree)
 						local raw = ar:raw()
 						if raw:sub(1, 12) == "\0\0\0\0\0\0\0\0\0\0\255\255" then
 							-- One encoding per address: IPv4 travels as 4 bytes.
-							fail("directory.addr", off - 10 - alen, "bad-addr")
+							fail("directory.addr", off - 10 - SIG_LEN - alen, "bad-addr")
 							break
 						end
 						et:add(f.dir_ipv6, ar)
@@ -253,6 +255,7 @@ function tokenbed.dissector(tvb, pinfo, tree)
 					et:add(f.dir_seen, seenr)
 					local tm = time_of(seenr:int64())
 					if tm ~= nil then et:add(f.dir_seen_t, seenr, tm):set_generated() end
+					et:add(f.dir_sig, esigr)
 					et:set_len(off - start)
 					et:append_text(string.format(": %s %s port %d", ename, text, portr:uint()))
 				end
