@@ -43,7 +43,7 @@ links:
 
 func TestKernelRunWithDuplication(t *testing.T) {
 	requireRoot(t)
-	if umltest.Reexec(t, umltest.Options{Modules: []string{"sch_netem", "sch_htb", "cls_u32", "veth", "bridge", "ifb", "sch_ingress", "act_mirred"}, MemMB: 1024,
+	if umltest.Reexec(t, umltest.Options{Modules: []string{"sch_netem", "sch_htb", "cls_u32", "veth", "bridge"}, MemMB: 1024,
 		Timeout: 5 * time.Minute, Env: []string{"RUNNER_TEST_AGENT=" + agentBin},
 		RunOnHost: func() bool { return netem.CheckKernel(NewRunID()) == nil }}) {
 		return
