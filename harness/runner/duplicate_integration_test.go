@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +14,8 @@ import (
 	"github.com/gopacket/gopacket/layers"
 	"github.com/gopacket/gopacket/pcapgo"
 
+	"tokenbed/harness/backend"
+	"tokenbed/harness/backend/nsbackend"
 	"tokenbed/harness/results"
 	"tokenbed/harness/uml/umltest"
 	"tokenbed/netem"
@@ -54,21 +57,29 @@ func TestKernelRunWithDuplication(t *testing.T) {
 	if err != nil {
 		t.Fatalf("run with a duplicating direction among three agents: %v", err)
 	}
+	checkDuplication(t, dir, ImpairKernel)
+}
+
+// checkDuplication checks run.json (status ok on the impairment path
+// want) and that the capture shows copies of A>B datagrams, about 10%,
+// and none of A>C.
+func checkDuplication(t *testing.T, dir, want string) results.RunInfo {
+	t.Helper()
 	var info results.RunInfo
 	if err := results.ReadJSON(dir, results.RunFile, &info); err != nil {
 		t.Fatal(err)
 	}
-	if info.Status != "ok" || info.Impairment != ImpairKernel {
-		t.Fatalf("run.json: status %q, impairment %q (%s); want ok on the kernel", info.Status, info.Impairment, info.ImpairWhy)
+	if info.Status != "ok" || info.Impairment != want {
+		t.Fatalf("run.json: status %q, impairment %q (%s); want ok on %s", info.Status, info.Impairment, info.ImpairWhy, want)
 	}
 	// Copies beyond the first of each A→X datagram, on A's interface
 	// (before impairment) and on X's (after). Agents' retransmissions
 	// are identical bytes too, so compare the two.
 	extra := extraCopies(t, filepath.Join(dir, results.CaptureFile))
-	sent := extra["A/eth0 A>B distinct"]
-	dupAB := extra["B/eth0 A>B"] - extra["A/eth0 A>B"]
-	dupAC := extra["C/eth0 A>C"] - extra["A/eth0 A>C"]
-	t.Logf("A>B: %d distinct datagrams sent, %d duplicated by netem; A>C: %d distinct, %d duplicated", sent, dupAB, extra["A/eth0 A>C distinct"], dupAC)
+	sent := extra["A A>B distinct"]
+	dupAB := extra["B A>B"] - extra["A A>B"]
+	dupAC := extra["C A>C"] - extra["A A>C"]
+	t.Logf("A>B: %d distinct datagrams sent, %d duplicated by netem; A>C: %d distinct, %d duplicated", sent, dupAB, extra["A A>C distinct"], dupAC)
 	if sent < 50 {
 		t.Fatalf("only %d A>B datagrams captured", sent)
 	}
@@ -78,9 +89,47 @@ func TestKernelRunWithDuplication(t *testing.T) {
 	if dupAC != 0 {
 		t.Errorf("A>C: %d copies added, want none", dupAC)
 	}
+	return info
 }
 
-// extraCopies counts, per capture interface and direction ("B/eth0 A>B"),
+// splitPorts is the netns backend with every agent's ingress port said to
+// be in a namespace of its own, as a backend might have it: the senders'
+// ports are then out of the receivers' trees' reach, the kernel layout
+// cannot give A>B a device of its own, and the run must take the
+// userspace engine rather than fail.
+type splitPorts struct{ *nsbackend.Backend }
+
+func (b splitPorts) IngressPort(inst string) (backend.Port, error) {
+	p, err := b.Backend.IngressPort(inst)
+	p.NSPath += "#" + inst
+	return p, err
+}
+
+func TestKernelRunFallsBackToUserspace(t *testing.T) {
+	requireRoot(t)
+	if umltest.Reexec(t, umltest.Options{Modules: []string{"sch_netem", "sch_htb", "cls_u32", "veth", "bridge", "tun"}, MemMB: 1024,
+		Timeout: 5 * time.Minute, Env: []string{"RUNNER_TEST_AGENT=" + agentBin},
+		RunOnHost: func() bool { return netem.CheckKernel(NewRunID()) == nil }}) {
+		return
+	}
+	e, path := load(t, dupLink)
+	var log strings.Builder
+	dir, err := Run(context.Background(), Options{Experiment: e, ExperimentFile: path, ResultsRoot: t.TempDir(), Impair: ImpairKernel,
+		ImpairReason: "test", Backend: splitPorts{nsbackend.New()}, AgentBin: agentBin, Log: slog.New(slog.NewTextHandler(&log, nil))})
+	if err != nil {
+		t.Fatalf("run: %v\n%s", err, log.String())
+	}
+	info := checkDuplication(t, dir, ImpairUserspace)
+	t.Logf("run.json impairment_reason: %s", info.ImpairWhy)
+	if !strings.Contains(info.ImpairWhy, "test; then the userspace engine, because direction 10.77.0.1>B") || !strings.Contains(info.ImpairWhy, "Via") {
+		t.Errorf("run.json impairment_reason %q does not say why", info.ImpairWhy)
+	}
+	if !strings.Contains(log.String(), "using the userspace engine for the run") {
+		t.Errorf("no log line says the run took the userspace engine:\n%s", log.String())
+	}
+}
+
+// extraCopies counts, per agent's capture interface and direction ("B A>B"),
 // the copies of UDP payloads beyond the first, and ("… distinct") the
 // distinct payloads.
 func extraCopies(t *testing.T, path string) map[string]int {
@@ -105,16 +154,16 @@ func extraCopies(t *testing.T, path string) map[string]int {
 			t.Fatal(err)
 		}
 		intf, _ := r.Interface(ci.InterfaceIndex)
-		if intf.LinkType != layers.LinkTypeEthernet {
-			continue
-		}
-		pkt := gopacket.NewPacket(data, layers.LayerTypeEthernet, gopacket.Default)
+		// Ethernet on veths, raw IP on TUN devices; the harness's
+		// annotations decode to neither IPv4 nor UDP.
+		pkt := gopacket.NewPacket(data, intf.LinkType, gopacket.Default)
 		ip, _ := pkt.Layer(layers.LayerTypeIPv4).(*layers.IPv4)
 		udp, _ := pkt.Layer(layers.LayerTypeUDP).(*layers.UDP)
 		if ip == nil || udp == nil {
 			continue
 		}
-		k := intf.Name + " " + names[ip.SrcIP.String()] + ">" + names[ip.DstIP.String()]
+		inst, _, _ := strings.Cut(intf.Name, "/") // "A/eth0", or "A/" and a TUN device
+		k := inst + " " + names[ip.SrcIP.String()] + ">" + names[ip.DstIP.String()]
 		if seen[k] == nil {
 			seen[k] = map[string]int{}
 		}

@@ -80,6 +80,10 @@ func (r *run) impairKernel() error {
 	if needOwn {
 		var cannot []error
 		capErr := netem.CheckOwnDevice(r.o.RunID)
+		if errors.Is(capErr, netem.ErrNoNetem) {
+			// No kernel path at all: the caller chose it wrongly.
+			return fmt.Errorf("kernel impairment: %w", capErr)
+		}
 		for _, inst := range r.order {
 			for _, p := range trees[inst].Plan(capErr) {
 				if p.Err != nil {
