@@ -52,12 +52,18 @@ func TestKernelRunWithDuplication(t *testing.T) {
 		return
 	}
 	e, path := load(t, dupLink)
+	var log strings.Builder
 	dir, err := Run(context.Background(), Options{Experiment: e, ExperimentFile: path, ResultsRoot: t.TempDir(), Impair: ImpairKernel,
-		ImpairReason: "test", AgentBin: agentBin, Log: slog.New(slog.NewTextHandler(os.Stderr, nil))})
+		ImpairReason: "test", AgentBin: agentBin, Log: slog.New(slog.NewTextHandler(&log, nil))})
 	if err != nil {
-		t.Fatalf("run with a duplicating direction among three agents: %v", err)
+		t.Fatalf("run with a duplicating direction among three agents: %v\n%s", err, log.String())
 	}
-	checkDuplication(t, dir, ImpairKernel)
+	info := checkDuplication(t, dir, ImpairKernel)
+	// A>B (B is the second agent) on a device named after the run.
+	want := `msg="duplicating direction on a device of its own" from=10.77.0.1 to=B device=` + info.RunID + "1-10"
+	if !strings.Contains(log.String(), want) || strings.Count(log.String(), "device of its own") != 1 {
+		t.Errorf("log lacks %q (once):\n%s", want, log.String())
+	}
 }
 
 // checkDuplication checks run.json (status ok on the impairment path

@@ -25,9 +25,11 @@ func (r *run) kernelTrees() (map[string]netem.SourceTree, map[string]backend.Por
 		}
 		ports[inst] = port
 	}
-	for _, inst := range r.order {
+	for i, inst := range r.order {
 		ar, port := r.agents[inst], ports[inst]
-		st := netem.SourceTree{Link: port.Link, Host: netip.PrefixFrom(ar.a.Addr, 32)}
+		// Own devices carry the run ID (the container backend's ports
+		// are in the host's namespace, where a killed run leaves them).
+		st := netem.SourceTree{Link: port.Link, Host: netip.PrefixFrom(ar.a.Addr, 32), Devices: fmt.Sprintf("%s%x", r.o.RunID, i)}
 		for _, other := range r.order {
 			oa := r.agents[other]
 			if oa.a.Replica != ar.a.Replica || other == inst {
