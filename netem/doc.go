@@ -138,8 +138,11 @@
 // fed by a redirect on the ingress of the sender's port; Plan says, without
 // touching the kernel, where each sender goes and which ones the kernel
 // cannot take (CheckOwnDevice tells whether this kernel has IFB, ingress
-// and mirred). Tree.Change refuses to make a shared leaf duplicate
-// (ErrSharedDuplicate): mark such a sender MayDuplicate up front.
+// and mirred). The kernel's refusal, where a shared leaf is made to
+// duplicate, is reported as ErrSharedDuplicate: mark a sender whose
+// profile will duplicate later MayDuplicate up front. (Mainline removed
+// the check again in May 2026; the own-device layout is accepted with or
+// without it, so runs behave the same on every kernel.)
 //
 // # Debugging
 //

@@ -296,7 +296,7 @@ func (s *star) hubLinks(t *testing.T) (string, error) {
 // layout, a netem leaf per sender in the host's tree, cannot take a
 // duplicating profile beside other netems. The kernel answers "netem:
 // cannot mix duplicating netems with other netems in tree" (6.1.176 in the
-// guest; check_netem_in_tree). Tree.Change refuses before asking.
+// guest; check_netem_in_tree), which Change reports as ErrSharedDuplicate.
 func TestKernelRefusesDuplicateBesideOtherNetems(t *testing.T) {
 	if reexecInUML(t, dupModules) {
 		return
@@ -309,13 +309,31 @@ func TestKernelRefusesDuplicateBesideOtherNetems(t *testing.T) {
 	defer tr.Remove()
 	p0 := netip.PrefixFrom(s.addrs[0], 32)
 	dup := Profile{Delay: 2 * time.Millisecond, Duplicate: 10}
-	err = tr.Leaf(p0).Change(dup)
-	if err == nil || !strings.Contains(err.Error(), "cannot mix duplicating netems with other netems in tree") {
-		t.Fatalf("kernel change of a leaf beside another to duplicate = %v, want the kernel's refusal", err)
+	err = tr.Change(p0, dup)
+	if !errors.Is(err, ErrSharedDuplicate) || !errors.Is(err, unix.EINVAL) || !strings.Contains(err.Error(), "netem: cannot mix duplicating netems with other netems in tree") {
+		t.Fatalf("change of a leaf beside another to duplicate = %v, want the kernel's refusal as ErrSharedDuplicate", err)
 	}
 	t.Logf("as expected, the kernel refuses the old layout: %v", err)
-	if err := tr.Change(p0, dup); !errors.Is(err, ErrSharedDuplicate) {
-		t.Fatalf("Tree.Change = %v, want ErrSharedDuplicate", err)
+	// Adding a duplicating netem beside the others, in a class of its
+	// own, is refused the same way.
+	c, err := dial(s.hub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	idx, err := c.ifindex("p1")
+	if err == nil {
+		err = addClass(c, idx, 0x20)
+	}
+	c.close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Add(Target{NS: s.hub, Link: "p1", Parent: netlink.MakeHandle(1, 0x20), Handle: netlink.MakeHandle(0x20, 0)}, dup)
+	if !errors.Is(err, ErrSharedDuplicate) {
+		t.Fatalf("Add of a duplicating netem beside others = %v, want ErrSharedDuplicate", err)
+	}
+	if got, err := tr.Leaf(p0).Read(); err != nil || got.Duplicate != 0 {
+		t.Fatalf("leaf after the refused change: %+v, %v", got, err)
 	}
 }
 

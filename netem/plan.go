@@ -80,11 +80,13 @@ type Placement struct {
 // ErrCannotPlace is matched (errors.Is) by a Placement.Err.
 var ErrCannotPlace = errors.New("the kernel cannot take this duplicating netem")
 
-// ErrSharedDuplicate is returned by Tree.Change when a netem that is a
-// leaf beside others would get a duplicating profile, and by ApplyTree
-// for such a tree: the kernel refuses that (see SourceTree). For a
-// SourceTree, place the sender with MayDuplicate.
-var ErrSharedDuplicate = errors.New("a duplicating netem must be alone on its device (Linux refuses to mix it with other netems there), and this one shares its tree with others")
+// ErrSharedDuplicate is matched (errors.Is) by the error of Add,
+// Qdisc.Change and Tree.Change when the kernel refuses a duplicating
+// netem beside other netems on one device (see SourceTree). Kernels
+// without that check, or with it reverted, accept such a tree; a
+// SourceTree never builds one. For a SourceTree sender whose profile will
+// duplicate later, set MayDuplicate.
+var ErrSharedDuplicate = errors.New("this kernel refuses a duplicating netem beside other netems on one device")
 
 // Plan says where Apply puts each sender, in order, and which senders the
 // kernel layout cannot take and why. ownDevices says whether this kernel

@@ -148,11 +148,6 @@ func applyTree(ns netns.NsHandle, link string, dests []Dest, bySrc bool) (*Tree,
 	if err := checkDests(link, dests); err != nil {
 		return nil, err
 	}
-	for i, d := range dests {
-		if d.Profile.Duplicate > 0 && len(dests) > 1 {
-			return nil, fmt.Errorf("netem: tree on %s: dests[%d] (%s): %w", link, i, d.Prefix, ErrSharedDuplicate)
-		}
-	}
 	return install(ns, link, dests, bySrc, nil)
 }
 
@@ -279,9 +274,6 @@ func (t *Tree) Change(prefix netip.Prefix, p Profile) error {
 	q := t.leaves[prefix]
 	if q == nil {
 		return fmt.Errorf("netem: tree on %s has no destination %s", t.link, prefix)
-	}
-	if p.Duplicate > 0 && t.ownDevice(prefix) == nil && len(t.leaves)-len(t.own) > 1 {
-		return &OpError{Op: "change", Link: t.link, Err: fmt.Errorf("%s: %w", prefix, ErrSharedDuplicate)}
 	}
 	if err := q.Change(p); err != nil {
 		return err
