@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -181,8 +182,11 @@ func TestKernelDuplicationOwnDevice(t *testing.T) {
 		trees[to] = tr
 	}
 	p0 := netip.PrefixFrom(s.addrs[0], 32)
-	if d := trees[1].Own(p0); d != "p1-10" {
-		t.Fatalf("sender 0 toward 1 is on %q, want its own device p1-10", d)
+	if d := trees[1].Own(p0); d != "p1-10" || !slices.Equal(trees[1].OwnDevices(), []string{"p1-10"}) {
+		t.Fatalf("sender 0 toward 1 is on %q (own devices %q), want its own device p1-10", d, trees[1].OwnDevices())
+	}
+	if d := trees[0].OwnDevices(); len(d) != 0 {
+		t.Fatalf("nothing duplicates toward 0, yet own devices %q", d)
 	}
 	for to, tr := range trees {
 		for from, p := range profiles[to] {

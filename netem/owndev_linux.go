@@ -113,6 +113,18 @@ func (t *Tree) Own(prefix netip.Prefix) string {
 	return ""
 }
 
+// OwnDevices returns the names of the devices of their own that senders
+// of t are impaired on, in the order of the senders.
+func (t *Tree) OwnDevices() []string {
+	var out []string
+	for _, o := range t.own {
+		if o.dev != "" {
+			out = append(out, o.dev)
+		}
+	}
+	return out
+}
+
 func (o *ownDevice) remove(c *conn, ns netns.NsHandle) error {
 	var errs []error
 	via, verr := c.h.LinkByName(o.via)

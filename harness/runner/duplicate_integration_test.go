@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/gopacket/gopacket"
 	"github.com/gopacket/gopacket/layers"
 	"github.com/gopacket/gopacket/pcapgo"
+	"github.com/vishvananda/netlink"
 
 	"tokenbed/harness/backend"
 	"tokenbed/harness/backend/nsbackend"
@@ -53,12 +55,18 @@ func TestKernelRunWithDuplication(t *testing.T) {
 	}
 	e, path := load(t, dupLink)
 	var log strings.Builder
+	be := &watchTeardown{Backend: nsbackend.New()}
 	dir, err := Run(context.Background(), Options{Experiment: e, ExperimentFile: path, ResultsRoot: t.TempDir(), Impair: ImpairKernel,
-		ImpairReason: "test", AgentBin: agentBin, Log: slog.New(slog.NewTextHandler(&log, nil))})
+		ImpairReason: "test", Backend: be, AgentBin: agentBin, Log: slog.New(slog.NewTextHandler(&log, nil))})
 	if err != nil {
 		t.Fatalf("run with a duplicating direction among three agents: %v\n%s", err, log.String())
 	}
 	info := checkDuplication(t, dir, ImpairKernel)
+	// The own device was gone before the backend's teardown (which, for
+	// containers, would not remove it from the host's namespace).
+	if be.err != nil || len(be.links) == 0 || slices.ContainsFunc(be.links, func(l string) bool { return strings.HasPrefix(l, info.RunID) }) {
+		t.Errorf("links in the hub at teardown: %q (%v); want the ports and no device named after the run", be.links, be.err)
+	}
 	// A>B (B is the second agent) on a device named after the run.
 	want := `msg="duplicating direction on a device of its own" from=10.77.0.1 to=B device=` + info.RunID + "1-10"
 	if !strings.Contains(log.String(), want) || strings.Count(log.String(), "device of its own") != 1 {
@@ -96,6 +104,29 @@ func checkDuplication(t *testing.T, dir, want string) results.RunInfo {
 		t.Errorf("A>C: %d copies added, want none", dupAC)
 	}
 	return info
+}
+
+// watchTeardown lists the links of replica 0's hub when teardown starts.
+type watchTeardown struct {
+	*nsbackend.Backend
+	links []string
+	err   error
+}
+
+func (b *watchTeardown) Teardown(ctx context.Context) error {
+	if p, err := b.IngressPort("B"); err != nil {
+		b.err = err
+	} else if h, err := netlink.NewHandleAt(p.NS); err != nil {
+		b.err = err
+	} else {
+		ls, err := h.LinkList()
+		h.Close()
+		b.err = err
+		for _, l := range ls {
+			b.links = append(b.links, l.Attrs().Name)
+		}
+	}
+	return b.Backend.Teardown(ctx)
 }
 
 // splitPorts is the netns backend with every agent's ingress port said to

@@ -120,3 +120,18 @@ func (r *run) impairKernel() error {
 	}
 	return nil
 }
+
+// removeOwnDevices removes the trees that have devices of their own: the
+// backend's teardown removes the rest with the ports, but an own device
+// in the host's namespace (container backend) would outlive the run.
+func (r *run) removeOwnDevices() error {
+	var errs []error
+	for inst, t := range r.trees {
+		if len(t.OwnDevices()) > 0 {
+			if err := t.Remove(); err != nil {
+				errs = append(errs, fmt.Errorf("impairment toward %s: %w", inst, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -659,6 +659,9 @@ func (r *run) cleanup() error {
 		r.cap = nil
 	}
 	if r.be != nil {
+		if err := r.removeOwnDevices(); err != nil {
+			errs = append(errs, err)
+		}
 		if err := r.be.Teardown(context.Background()); err != nil {
 			errs = append(errs, err)
 		}
