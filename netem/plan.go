@@ -94,6 +94,10 @@ var ErrSharedDuplicate = errors.New("this kernel refuses a duplicating netem bes
 // consulted unless a sender needs one. Plan does no I/O.
 func (t SourceTree) Plan(ownDevices error) []Placement {
 	out := make([]Placement, len(t.Sources))
+	others := fmt.Sprintf("%d other senders", len(t.Sources)-1)
+	if len(t.Sources) == 2 {
+		others = "another sender"
+	}
 	for i, s := range t.Sources {
 		p := Placement{Source: s.Prefix, Minor: uint16(treeFirstMinor + i)}
 		switch {
@@ -101,13 +105,13 @@ func (t SourceTree) Plan(ownDevices error) []Placement {
 		case len(t.Sources) == 1:
 			// Alone in the tree, hence alone on the device: allowed.
 		case s.Via == "":
-			p.Err = fmt.Errorf("sources[%d] (%s) duplicates and shares %s with %d other senders, and its ingress link (Via) is not known: %w", i, s.Prefix, t.Link, len(t.Sources)-1, ErrCannotPlace)
+			p.Err = fmt.Errorf("sources[%d] (%s) duplicates and shares %s with %s, and its ingress link (Via) is not known: %w", i, s.Prefix, t.Link, others, ErrCannotPlace)
 		case !t.Host.IsValid():
 			p.Err = fmt.Errorf("sources[%d] (%s) duplicates and needs its own device, but the tree's Host is not set: %w", i, s.Prefix, ErrCannotPlace)
 		case t.Host.Addr().Is4() != s.Prefix.Addr().Is4():
 			p.Err = fmt.Errorf("sources[%d] (%s) and Host %s are of different IP families: %w", i, s.Prefix, t.Host, ErrCannotPlace)
 		case ownDevices != nil:
-			p.Err = fmt.Errorf("sources[%d] (%s) duplicates and shares %s with %d other senders, and this kernel cannot give it a device of its own (%v): %w", i, s.Prefix, t.Link, len(t.Sources)-1, ownDevices, ErrCannotPlace)
+			p.Err = fmt.Errorf("sources[%d] (%s) duplicates and shares %s with %s, and this kernel cannot give it a device of its own (%v): %w", i, s.Prefix, t.Link, others, ownDevices, ErrCannotPlace)
 		default:
 			p.Own = true
 			p.Device = ownDeviceName(t.devices(), p.Minor)

@@ -68,7 +68,7 @@ func TestKernelRunWithDuplication(t *testing.T) {
 		t.Errorf("links in the hub at teardown: %q (%v); want the ports and no device named after the run", be.links, be.err)
 	}
 	// A>B (B is the second agent) on a device named after the run.
-	want := `msg="duplicating direction on a device of its own" from=10.77.0.1 to=B device=` + info.RunID + "1-10"
+	want := `msg="duplicating direction on a device of its own" link=A>B device=` + info.RunID + "1-10"
 	if !strings.Contains(log.String(), want) || strings.Count(log.String(), "device of its own") != 1 {
 		t.Errorf("log lacks %q (once):\n%s", want, log.String())
 	}
@@ -158,7 +158,7 @@ func TestKernelRunFallsBackToUserspace(t *testing.T) {
 	}
 	info := checkDuplication(t, dir, ImpairUserspace)
 	t.Logf("run.json impairment_reason: %s", info.ImpairWhy)
-	if !strings.Contains(info.ImpairWhy, "test; then the userspace engine, because direction 10.77.0.1>B") || !strings.Contains(info.ImpairWhy, "Via") {
+	if !strings.Contains(info.ImpairWhy, "test; then the userspace engine, because direction A>B: sources[0] (10.77.0.1/32) duplicates") || !strings.Contains(info.ImpairWhy, "Via") {
 		t.Errorf("run.json impairment_reason %q does not say why", info.ImpairWhy)
 	}
 	if !strings.Contains(log.String(), "using the userspace engine for the run") {

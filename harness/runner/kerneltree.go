@@ -73,6 +73,10 @@ func (r *run) impairKernel() error {
 	if err != nil {
 		return err
 	}
+	byAddr := map[netip.Addr]string{} // instances (replicas have distinct subnets)
+	for _, inst := range r.order {
+		byAddr[r.agents[inst].a.Addr] = inst
+	}
 	needOwn := false
 	for _, st := range trees {
 		for _, p := range st.Plan(nil) {
@@ -89,7 +93,7 @@ func (r *run) impairKernel() error {
 		for _, inst := range r.order {
 			for _, p := range trees[inst].Plan(capErr) {
 				if p.Err != nil {
-					cannot = append(cannot, fmt.Errorf("direction %v>%s: %w", p.Source.Addr(), inst, p.Err))
+					cannot = append(cannot, fmt.Errorf("direction %s>%s: %w", byAddr[p.Source.Addr()], inst, p.Err))
 				}
 			}
 		}
@@ -111,7 +115,7 @@ func (r *run) impairKernel() error {
 		r.trees[inst] = t
 		for _, s := range st.Sources {
 			if dev := t.Own(s.Prefix); dev != "" {
-				r.o.Log.Info("duplicating direction on a device of its own", "from", s.Prefix.Addr(), "to", inst, "device", dev)
+				r.o.Log.Info("duplicating direction on a device of its own", "link", byAddr[s.Prefix.Addr()]+">"+inst, "device", dev)
 			}
 		}
 	}
