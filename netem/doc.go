@@ -127,6 +127,23 @@
 // with it everything (`tc qdisc del dev eth0 root`). netem only acts on
 // egress: impair both directions by giving each side its own tree.
 //
+// # Duplication
+//
+// Linux (commit ec8e0e3d7ade, in 6.16 and the 6.1, 6.6 and 6.12 stable
+// series; 6.1.176 in the UML guest) refuses a duplicating netem beside
+// any other netem on one device: "netem: cannot mix duplicating netems
+// with other netems in tree". A tree with several leaves can therefore not
+// duplicate. SourceTree (per-sender impairment toward one host, what the
+// harness uses) gives each duplicating sender an IFB device of its own,
+// fed by a redirect on the ingress of the sender's port; Plan says, without
+// touching the kernel, where each sender goes and which ones the kernel
+// cannot take (CheckOwnDevice tells whether this kernel has IFB, ingress
+// and mirred). The kernel's refusal, where a shared leaf is made to
+// duplicate, is reported as ErrSharedDuplicate: mark a sender whose
+// profile will duplicate later MayDuplicate up front. (Mainline removed
+// the check again in May 2026; the own-device layout is accepted with or
+// without it, so runs behave the same on every kernel.)
+//
 // # Debugging
 //
 //   - Show what the kernel holds: `ip netns exec NS tc -s qdisc show dev

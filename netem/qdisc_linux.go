@@ -3,6 +3,7 @@ package netem
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"syscall"
 
 	"github.com/vishvananda/netlink"
@@ -45,6 +46,28 @@ func (e noNetemError) Error() string {
 	return ErrNoNetem.Error() + " (kernel said: " + e.errno.Error() + ")"
 }
 func (e noNetemError) Unwrap() []error { return []error{ErrNoNetem, e.errno} }
+
+// sharedDuplicateError is the kernel's refusal of a duplicating netem
+// beside others (check_netem_in_tree, which answers EINVAL with this
+// extended ack); it matches ErrSharedDuplicate and the errno.
+type sharedDuplicateError struct{ err error }
+
+func (e sharedDuplicateError) Error() string {
+	return e.err.Error() + " (" + ErrSharedDuplicate.Error() + ")"
+}
+func (e sharedDuplicateError) Unwrap() []error { return []error{ErrSharedDuplicate, e.err} }
+
+// kernelRefusal makes the kernel's answers to a netem request match this
+// package's errors.
+func kernelRefusal(err error) error {
+	switch {
+	case errors.Is(err, syscall.ENOENT):
+		return noNetemError{err}
+	case errors.Is(err, syscall.EINVAL) && strings.Contains(err.Error(), "cannot mix duplicating netems"):
+		return sharedDuplicateError{err}
+	}
+	return err
+}
 
 // Target says where a netem qdisc lives.
 type Target struct {
@@ -213,11 +236,7 @@ type Qdisc struct {
 // (or "parent CLASSID" for a leaf), with every attribute sent explicitly.
 func Add(t Target, p Profile) (*Qdisc, error) {
 	err := withConn("add", t, func(c *conn) error {
-		err := c.sendQdisc(t, p, unix.NLM_F_CREATE|unix.NLM_F_EXCL)
-		if errors.Is(err, syscall.ENOENT) {
-			return noNetemError{err}
-		}
-		return err
+		return kernelRefusal(c.sendQdisc(t, p, unix.NLM_F_CREATE|unix.NLM_F_EXCL))
 	})
 	if err != nil {
 		return nil, err
@@ -246,7 +265,7 @@ func (q *Qdisc) Change(p Profile) error {
 	if q.tables.slot && p.Slot.Active() && p.Slot.Distribution.IsZero() {
 		return &OpError{Op: "change", Link: q.t.Link, Err: fmt.Errorf("slot min/max requested: %w", ErrTableStuck)}
 	}
-	err := withConn("change", q.t, func(c *conn) error { return c.sendQdisc(q.t, p, 0) })
+	err := withConn("change", q.t, func(c *conn) error { return kernelRefusal(c.sendQdisc(q.t, p, 0)) })
 	if err != nil {
 		return err
 	}

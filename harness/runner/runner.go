@@ -369,7 +369,7 @@ func (r *run) credentials() error {
 }
 
 // impair applies every direction's profile, scaled to network time, on
-// the queue toward its receiver, keyed by sender (netem.ApplySourceTree).
+// the queue toward its receiver, keyed by sender (impairKernel).
 func (r *run) impair() error {
 	r.trees = map[string]*netem.Tree{}
 	if r.o.Impair == ImpairNone {
@@ -381,31 +381,7 @@ func (r *run) impair() error {
 	if r.o.Impair != ImpairKernel {
 		return fmt.Errorf("impairment %q is not available with the %s backend", r.o.Impair, r.be.Name())
 	}
-	for _, inst := range r.order {
-		ar := r.agents[inst]
-		var srcs []netem.Dest
-		for _, other := range r.order {
-			oa := r.agents[other]
-			if oa.a.Replica != ar.a.Replica || other == inst {
-				continue
-			}
-			d, _ := r.e.Direction(oa.a.Name, ar.a.Name)
-			srcs = append(srcs, netem.Dest{Prefix: netip.PrefixFrom(oa.a.Addr, 32), Profile: experiments.ScaleNetwork(d.Profile, r.e.NetworkTimeScale)})
-		}
-		port, err := r.be.IngressPort(inst)
-		if err != nil {
-			return err
-		}
-		t, err := netem.ApplySourceTree(port.NS, port.Link, srcs)
-		if err != nil {
-			return fmt.Errorf("impairment toward %s: %w", inst, err)
-		}
-		r.trees[inst] = t
-	}
-	for _, d := range r.e.Directions {
-		r.event(eventlog.Event{Kind: eventlog.LinkProfile, Link: d.Key(), Profile: experiments.ScaleNetwork(d.Profile, r.e.NetworkTimeScale).String(), Detail: "paper: " + d.Text})
-	}
-	return nil
+	return r.impairKernel()
 }
 
 func (r *run) startCapture(ctx context.Context) error {
@@ -739,6 +715,9 @@ func (r *run) cleanup() error {
 		r.cap = nil
 	}
 	if r.be != nil {
+		if err := r.removeOwnDevices(); err != nil {
+			errs = append(errs, err)
+		}
 		if err := r.be.Teardown(context.Background()); err != nil {
 			errs = append(errs, err)
 		}
