@@ -125,8 +125,10 @@ type zoom struct {
 }
 
 // zooms picks the events to zoom on, losses first (rarer, and each one
-// needs explaining), then failures, each kind earliest first, up to the
-// cap; the windows come back in time order. Each window spans a few
+// needs explaining), then failures, each kind earliest on the wall clock
+// first (replicas run side by side: this spreads the windows over the
+// paper timeline), up to the cap; the windows come back in paper time
+// order, as the overview numbers them. Each window spans a few
 // visits either side of its event, widened to show whole the faults of
 // its replica that it touches, with a margin (up to four times as wide).
 func (t *FaultTimeline) zooms() ([]zoom, int) {
@@ -146,7 +148,7 @@ func (t *FaultTimeline) zooms() ([]zoom, int) {
 	})
 	notZoomed := max(0, len(evs)-limit)
 	evs = evs[:min(len(evs), limit)]
-	slices.SortStableFunc(evs, func(a, b TimelineEvent) int { return cmp.Compare(a.At, b.At) })
+	slices.SortStableFunc(evs, func(a, b TimelineEvent) int { return cmp.Or(cmp.Compare(a.Paper, b.Paper), cmp.Compare(a.At, b.At)) })
 	half := t.halfWidths()
 	out := make([]zoom, 0, len(evs))
 	for _, e := range evs {
@@ -278,41 +280,59 @@ func binMinutes(span float64) float64 {
 	return math.Ceil(span / 60 / maxBins)
 }
 
+// rateSteps is the acquisitions per minute in bins of bw seconds over
+// [0, end], as the corners of a post-step line (x in seconds). The last
+// bin ends at end: its rate is over its own width, so a run that stops
+// mid-bin shows no false dip, and one shorter than half a bin joins its
+// neighbour, so that the last acquisition makes no spike either.
+func rateSteps(acq []float64, end, bw float64) plotter.XYs {
+	n := max(1, int(math.Ceil(end/bw)))
+	if n > 1 && end-float64(n-1)*bw < bw/2 {
+		n--
+	}
+	counts := make([]float64, n)
+	for _, a := range acq {
+		if a >= 0 && a <= end {
+			counts[min(n-1, int(a/bw))]++
+		}
+	}
+	pts := make(plotter.XYs, n+1)
+	for i, c := range counts {
+		from, to := float64(i)*bw, float64(i+1)*bw
+		if i == n-1 {
+			to = end
+		}
+		pts[i] = plotter.XY{X: from, Y: c / ((to - from) / 60)}
+	}
+	pts[n] = plotter.XY{X: end, Y: pts[n-1].Y}
+	return pts
+}
+
 // overview is acquisitions per paper minute, all replicas together (each
 // fills its own shard of the paper timeline, so the sum is the paper's
 // one-run rate), with faults shaded and events marked; the zoomed events
 // carry their window's number.
 func (t *FaultTimeline) overview(zs []zoom) *plot.Plot {
-	span := slices.Max(t.Acquired)
+	end := max(slices.Max(t.Acquired), 60)
+	span := end
 	for _, f := range t.Faults {
 		span = max(span, f.Paper)
 	}
-	span = max(span, 60)
 	unitName, unit := paperUnit(span)
-	bm := binMinutes(span)
-	bw := bm * 60
-	n := int(math.Ceil(span/bw)) + 1
-	counts := make([]float64, n)
-	for _, a := range t.Acquired {
-		if a >= 0 {
-			counts[min(n-1, int(a/bw))]++
-		}
+	bm := binMinutes(end)
+	pts := rateSteps(t.Acquired, end, bm*60)
+	top := 1.0
+	for i := range pts {
+		top = max(top, pts[i].Y)
+		pts[i].X /= unit
 	}
-	pts := make(plotter.XYs, n+1)
-	top := 0.0
-	for i, c := range counts {
-		pts[i] = plotter.XY{X: float64(i) * bw / unit, Y: c / bm}
-		top = max(top, c/bm)
-	}
-	pts[n] = plotter.XY{X: float64(n) * bw / unit, Y: pts[n-1].Y}
-	top = max(top, 1)
 
 	p := plot.New()
 	p.Title.Text = fmt.Sprintf("Acquisitions per paper minute (%g-minute bins, all replicas), faults shaded", bm)
 	p.X.Label.Text = "paper time (" + unitName + ")"
 	p.Y.Label.Text = "acquisitions / min"
 	p.Y.Min, p.Y.Max = 0, top*1.3
-	p.X.Min, p.X.Max = 0, float64(n)*bw/unit
+	p.X.Min, p.X.Max = 0, span/unit
 	// A fault lasts seconds on an axis of days: widen it to stay visible.
 	minW := span / 400 / unit
 	var outageP, crashP *plotter.Polygon
@@ -413,7 +433,7 @@ func (t *FaultTimeline) zoomPlot(z zoom, n, of int, lanes []string) *plot.Plot {
 		}
 		if f.Kind == FaultCrash {
 			crashP = vline(p, rel(f.From), lo, hi, crashShade, vg.Points(4), false)
-			addLabel(p, rel(f.From), hi+0.3, f.Label, crashShade)
+			addLabel(p, rel(f.From), hi+0.3, f.Label, lossColor)
 			continue
 		}
 		k := key{int64(f.From * 1e3), int64(f.To * 1e3)}
