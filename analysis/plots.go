@@ -114,7 +114,7 @@ func writePlots(dir string, s *Summary, h *history, hs []hold, paper map[int]tim
 // faultTimeline is the plain data of the fault plots: wall times from the
 // first event, paper times from the replicas' paper clocks.
 func faultTimeline(s *Summary, h *history, hs []hold, paper map[int]time.Duration) FaultTimeline {
-	var t FaultTimeline
+	t := FaultTimeline{PaperEnd: s.PaperSeconds}
 	if len(h.evs) == 0 {
 		return t
 	}

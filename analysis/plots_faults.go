@@ -41,6 +41,7 @@ const DefaultMaxZooms = 12
 // on the paper timeline, where replica r replays shard r.
 type FaultTimeline struct {
 	Acquired []float64       // paper time of every acquisition, all replicas
+	PaperEnd float64         // the paper timeline's end (0: the last acquisition)
 	Holds    []TimelineHold  // every holding interval
 	Faults   []TimelineFault // outages and crashes
 	Events   []TimelineEvent // failures and losses, each gets a zoom (up to MaxZooms)
@@ -313,7 +314,7 @@ func rateSteps(acq []float64, end, bw float64) plotter.XYs {
 // one-run rate), with faults shaded and events marked; the zoomed events
 // carry their window's number.
 func (t *FaultTimeline) overview(zs []zoom) *plot.Plot {
-	end := max(slices.Max(t.Acquired), 60)
+	end := max(slices.Max(t.Acquired), t.PaperEnd, 60)
 	span := end
 	for _, f := range t.Faults {
 		span = max(span, f.Paper)
@@ -380,8 +381,8 @@ func (t *FaultTimeline) overview(zs []zoom) *plot.Plot {
 		p.Add(s)
 		p.Legend.Add(name, s)
 	}
-	mark(fails, draw.PyramidGlyph{}, eventColor, fmt.Sprintf("network failure tolerated (%d)", len(fails)))
-	mark(losses, draw.TriangleGlyph{}, lossColor, fmt.Sprintf("token loss (%d)", len(losses)))
+	mark(fails, draw.CircleGlyph{}, eventColor, fmt.Sprintf("network failure tolerated (%d)", len(fails)))
+	mark(losses, draw.PyramidGlyph{}, lossColor, fmt.Sprintf("token loss (%d)", len(losses)))
 	if len(zs) > 0 {
 		lbl := plotter.XYLabels{}
 		for i, z := range zs {
@@ -512,10 +513,11 @@ func addLabel(p *plot.Plot, x, y float64, s string, c color.Color) {
 	p.Add(ls)
 }
 
-// short is a token id cut for a legend.
+// short is a token id ("1795618260346651987@A.r7") cut for a legend,
+// keeping who generated it.
 func short(tok string) string {
-	if len(tok) > 8 {
-		return tok[:8]
+	if i := strings.LastIndex(tok, "@"); i > 8 {
+		return tok[:6] + "…" + tok[i:]
 	}
 	return tok
 }

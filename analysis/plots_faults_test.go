@@ -212,7 +212,10 @@ func TestFaultTimelineFromHistory(t *testing.T) {
 	}
 	hs := h.holds()
 	paper := h.paperTimes(results.RunInfo{TimeScale: 1})
-	tl := faultTimeline(&Summary{}, h, hs, paper)
+	tl := faultTimeline(&Summary{PaperSeconds: 45}, h, hs, paper)
+	if tl.PaperEnd != 45 {
+		t.Errorf("paper end %g, want the run's 45 s", tl.PaperEnd)
+	}
 	t0 := float64(h.evs[0].mono) / 1e9
 	if len(tl.Acquired) != 39 || len(tl.Holds) != len(hs) {
 		t.Errorf("%d acquisitions, %d holds; want 39 and %d", len(tl.Acquired), len(tl.Holds), len(hs))
