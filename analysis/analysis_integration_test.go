@@ -113,7 +113,7 @@ func TestSoundRunPassesEverything(t *testing.T) {
 	if lr.Pass || lr.Bundle == "" || !strings.Contains(lr.Detail, "A>B mean") {
 		t.Errorf("latency against a 1 s expectation: %+v, want a failure with a bundle", lr)
 	}
-	for _, f := range []string{results.ReportFile, results.SummaryFile, results.JUnitFile, "plots/latency_cdf.png", "plots/return_time_hist.png", "plots/holders_timeline.png"} {
+	for _, f := range []string{results.ReportFile, results.SummaryFile, results.JUnitFile, "plots/latency_cdf.png", "plots/return_time_hist.png", "plots/overview.png"} {
 		if st, err := os.Stat(filepath.Join(dir, f)); err != nil || st.Size() == 0 {
 			t.Errorf("output %s: %v", f, err)
 		}

@@ -129,7 +129,7 @@ func TestLiteralNothingToJudgeIsNotJudged(t *testing.T) {
 	}
 	s = judge(input{h: h, cf: capturedCommits(h)}).s
 	wantVerdicts(t, s, map[string]Verdict{"latency": VerdictNotJudged, "liveness": VerdictNotJudged, "validation": VerdictPass})
-	report := renderReport(s, nil, nil)
+	report := renderReport(s, nil, nil, "")
 	if strings.Contains(report, "All four requirements") || !strings.Contains(report, "Not judged (nothing to judge): latency, liveness") ||
 		!strings.Contains(report, "| (iii) latency | not judged |") {
 		t.Errorf("report header and table:\n%s", report[:min(len(report), 1500)])
@@ -212,7 +212,7 @@ func TestLiteralReportSaysWhatWasChecked(t *testing.T) {
 	if l.Verdict != VerdictPass || !strings.Contains(l.Detail, "A>B p50 0.0060 s vs 0.0060 s") || strings.Contains(l.Detail, "mean") || strings.Contains(l.Detail, "p99") {
 		t.Errorf("latency detail %q: want the A>B median only", l.Detail)
 	}
-	report := renderReport(s, exp, nil)
+	report := renderReport(s, exp, nil, "")
 	for _, line := range strings.Split(report, "\n") {
 		if strings.HasPrefix(line, "| A>B latency, mean") || strings.HasPrefix(line, "| A>B latency, 99% below") {
 			if strings.Contains(line, "FAIL") || strings.Contains(line, "PASS") || !strings.Contains(line, "not checked") {

@@ -3,11 +3,11 @@ package analysis
 import (
 	"errors"
 	"fmt"
-	"image/color"
 	"os"
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"gonum.org/v1/plot"
@@ -20,12 +20,13 @@ import (
 )
 
 // writePlots draws the latency CDF per direction, the return-time
-// histogram and the timeline of holders with fault periods shaded. It
-// returns the plots' paths relative to the results directory.
-func writePlots(dir string, s *Summary, h *history, hs []hold, paper map[int]time.Duration, lat map[string][]float64) ([]string, error) {
+// histogram and the fault plots (plots_faults.go). It returns the plots'
+// paths relative to the results directory and a note on the events not
+// zoomed.
+func writePlots(dir string, s *Summary, h *history, hs []hold, paper map[int]time.Duration, lat map[string][]float64) ([]string, string, error) {
 	out := filepath.Join(dir, results.PlotsDir)
 	if err := os.MkdirAll(out, 0o755); err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	var files []string
 	var errs []error
@@ -97,81 +98,88 @@ func writePlots(dir string, s *Summary, h *history, hs []hold, paper map[int]tim
 		}
 	}
 
-	// Holders over time for replica 0 (wall seconds from the first event),
-	// with outages and crashes shaded.
-	p = plot.New()
-	p.Title.Text = "Token holders over time (replica 0), faults shaded"
-	p.X.Label.Text = "wall time (s)"
-	p.Y.Label.Text = "agent"
-	var agents []string
-	for _, a := range h.agents {
-		if a.replica == 0 {
-			agents = append(agents, a.instance)
+	// The holders timeline: an overview and zoomed windows.
+	fp, err := WriteFaultPlots(out, faultTimeline(s, h, hs, paper))
+	for _, f := range fp.Files {
+		if filepath.Ext(f) == ".png" { // the SVG is the overview again, to zoom in a browser
+			files = append(files, filepath.Join(results.PlotsDir, f))
 		}
 	}
-	sort.Strings(agents)
-	row := map[string]float64{}
-	for i, a := range agents {
-		row[a] = float64(i)
+	if err != nil {
+		errs = append(errs, err)
 	}
-	var t0 int64 = -1
-	for _, e := range h.evs {
-		if t0 < 0 || e.mono < t0 {
-			t0 = e.mono
-		}
-		break
+	return files, fp.Note(), errors.Join(errs...)
+}
+
+// faultTimeline is the plain data of the fault plots: wall times from the
+// first event, paper times from the replicas' paper clocks.
+func faultTimeline(s *Summary, h *history, hs []hold, paper map[int]time.Duration) FaultTimeline {
+	t := FaultTimeline{PaperEnd: s.PaperSeconds}
+	if len(h.evs) == 0 {
+		return t
 	}
+	t0 := h.evs[0].mono
 	sec := func(m int64) float64 { return float64(m-t0) / 1e9 }
-	// Faults first, so holders draw on top.
-	type span struct{ from, to float64 }
-	var faults []span
+	rep := func(inst string) int {
+		if a := h.agents[inst]; a != nil {
+			return a.replica
+		}
+		return 0
+	}
+	for i, e := range h.evs {
+		if e.kind == eventlog.TokenAcquired {
+			t.Acquired = append(t.Acquired, paper[i].Seconds())
+		}
+	}
+	t.Holds = make([]TimelineHold, len(hs))
+	for i, hd := range hs {
+		t.Holds[i] = TimelineHold{Agent: hd.agent, Replica: rep(hd.agent), Token: hd.token, From: sec(hd.from), To: sec(hd.to)}
+	}
 	open := map[string]int64{}
 	for _, e := range h.harness {
 		switch e.Kind {
 		case eventlog.OutageStart:
 			open[e.Link] = e.MonoNS
 		case eventlog.OutageEnd:
-			if s0, ok := open[e.Link]; ok {
-				faults = append(faults, span{sec(s0), sec(e.MonoNS)})
-				delete(open, e.Link)
+			s0, ok := open[e.Link]
+			if !ok {
+				continue
 			}
+			delete(open, e.Link)
+			from, _, _ := strings.Cut(e.Link, ">")
+			t.Faults = append(t.Faults, TimelineFault{Kind: FaultOutage, Label: "outage " + e.Link, Replica: rep(from),
+				From: sec(s0), To: sec(e.MonoNS), Paper: h.paperAt(paper, s0, from).Seconds()})
 		case eventlog.AgentCrash, eventlog.AgentLeave:
-			faults = append(faults, span{sec(e.MonoNS), sec(e.MonoNS) + 0.05})
+			verb := "crash "
+			if e.Kind == eventlog.AgentLeave {
+				verb = "leave "
+			}
+			t.Faults = append(t.Faults, TimelineFault{Kind: FaultCrash, Label: verb + e.Peer, Replica: rep(e.Peer),
+				From: sec(e.MonoNS), To: sec(e.MonoNS), Paper: h.paperAt(paper, e.MonoNS, e.Peer).Seconds()})
 		}
 	}
-	top := float64(len(agents))
-	for _, f := range faults {
-		poly, err := plotter.NewPolygon(plotter.XYs{{X: f.from, Y: -0.5}, {X: f.to, Y: -0.5}, {X: f.to, Y: top - 0.5}, {X: f.from, Y: top - 0.5}})
-		if err == nil {
-			poly.Color = color.RGBA{R: 255, G: 170, B: 170, A: 160}
-			poly.LineStyle.Width = 0
-			p.Add(poly)
-		}
+	for link, s0 := range open { // not ended: the run stopped during it
+		from, _, _ := strings.Cut(link, ">")
+		t.Faults = append(t.Faults, TimelineFault{Kind: FaultOutage, Label: "outage " + link, Replica: rep(from),
+			From: sec(s0), To: sec(h.runEndMono()), Paper: h.paperAt(paper, s0, from).Seconds()})
 	}
-	tokColor := map[string]int{}
-	drawn := 0
-	for _, hd := range hs {
-		y, ok := row[hd.agent]
-		if !ok || drawn > 20000 {
-			continue
-		}
-		ci, ok := tokColor[hd.token]
-		if !ok {
-			ci = len(tokColor)
-			tokColor[hd.token] = ci
-		}
-		l, err := plotter.NewLine(plotter.XYs{{X: sec(hd.from), Y: y}, {X: sec(hd.to), Y: y}})
-		if err != nil {
-			continue
-		}
-		l.Color = plotutil.Color(ci)
-		l.Width = vg.Points(6)
-		p.Add(l)
-		drawn++
+	for _, f := range h.failures() {
+		t.Events = append(t.Events, TimelineEvent{Kind: EventFailure, Replica: rep(f.From), At: sec(f.Mono), Paper: h.paperAt(paper, f.Mono, f.From).Seconds(),
+			Label: fmt.Sprintf("pass %s>%s failed, detected by %s", f.From, f.To, strings.ReplaceAll(f.DetectedBy, "_", " "))})
 	}
-	p.NominalY(agents...)
-	if len(agents) > 0 {
-		save(p, "holders_timeline.png", 12*vg.Inch, 3*vg.Inch)
+	// The losses' instants do not depend on the capture, only some of
+	// their causes do: those come from the summary (one loss per token).
+	cause := map[string]string{}
+	for _, l := range s.Losses {
+		cause[l.Token] = l.Cause
 	}
-	return files, errors.Join(errs...)
+	for _, l := range h.losses(hs, &captureFacts{}) {
+		c := cause[l.Token]
+		if c == "" {
+			c = l.Cause
+		}
+		t.Events = append(t.Events, TimelineEvent{Kind: EventLoss, Replica: rep(l.Agent), At: sec(l.Mono), Paper: h.paperAt(paper, l.Mono, l.Agent).Seconds(),
+			Label: fmt.Sprintf("token %s lost at %s (%s)", short(l.Token), l.Agent, c)})
+	}
+	return t
 }

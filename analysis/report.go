@@ -36,8 +36,8 @@ func writeOutputs(dir string, s *Summary, exp *experiments.Experiment, h *histor
 	if err := writeJUnit(filepath.Join(dir, results.JUnitFile), s); err != nil {
 		return err
 	}
-	plots, perr := writePlots(dir, s, h, hs, paper, lat)
-	report := renderReport(s, exp, plots)
+	plots, note, perr := writePlots(dir, s, h, hs, paper, lat)
+	report := renderReport(s, exp, plots, note)
 	if perr != nil {
 		report += "\nPlots could not all be drawn: " + perr.Error() + "\n"
 	}
@@ -68,7 +68,7 @@ func within(got, want, tol float64) bool {
 	return want > 0 && got/want-1 <= tol && 1-got/want <= tol
 }
 
-func renderReport(s *Summary, exp *experiments.Experiment, plots []string) string {
+func renderReport(s *Summary, exp *experiments.Experiment, plots []string, plotNote string) string {
 	var b strings.Builder
 	p := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
 	p("# Endurance report: run %s\n\n", s.RunID)
@@ -208,6 +208,9 @@ func renderReport(s *Summary, exp *experiments.Experiment, plots []string) strin
 `)
 	if len(plots) > 0 {
 		p("\n## Plots\n\n")
+		if plotNote != "" {
+			p("%s\n\n", plotNote)
+		}
 		for _, pl := range plots {
 			p("![%s](%s)\n\n", pl, pl)
 		}
