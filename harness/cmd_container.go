@@ -26,7 +26,7 @@ func runContainer(ctx context.Context, f runFlags, e *experiments.Experiment, ex
 	log.Info("container backend: impairment path", "path", impair, "why", why)
 	be := ctrbackend.New(ctrbackend.Options{AgentBin: f.agent, Log: log})
 	dir, err := runner.Run(ctx, runner.Options{Experiment: e, ExperimentFile: expPath, ResultsRoot: f.results, RunID: f.runID,
-		Backend: be, Impair: impair, ImpairReason: why, AgentBin: f.agent, Duration: f.duration, Log: log, Progress: stderr, TTY: isTTY(stderr)})
+		Backend: be, Impair: impair, ImpairReason: why, AgentBin: f.agent, RTPriority: f.rtPrio, Duration: f.duration, Log: log, Progress: stderr, TTY: isTTY(stderr)})
 	fmt.Fprintf(stdout, "results: %s\n", dir)
 	if err != nil {
 		if ctx.Err() != nil {
