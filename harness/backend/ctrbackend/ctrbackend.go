@@ -41,11 +41,16 @@
 //	    -o com.docker.network.bridge.name=tb123abc-r0 --label tokenbed.run=tb123abc tb123abc-r0
 //	docker run -d --name tb123abc.net-A --network tb123abc-r0 --ip 10.77.0.1 \
 //	    --sysctl net.ipv6.conf.all.disable_ipv6=1 --cap-drop ALL --read-only \
+//	    --cgroup-parent /tokenbed-tb123abc \
 //	    --label tokenbed.run=tb123abc --entrypoint /pause tokenbed-agent:tb123abc
 //	docker run -d --name tb123abc-A --network container:tb123abc.net-A \
 //	    --mount type=bind,src=KEYDIR,dst=KEYDIR --mount type=bind,src=RESULTS,dst=RESULTS \
-//	    --cap-drop ALL --read-only --label tokenbed.run=tb123abc \
-//	    --entrypoint /agent tokenbed-agent:tb123abc run --config KEYDIR/A.yaml
+//	    --cap-drop ALL --cap-add SYS_NICE --read-only --label tokenbed.run=tb123abc \
+//	    --cgroup-parent /tokenbed-tb123abc --cpu-rt-runtime SHARE \
+//	    --entrypoint /agent tokenbed-agent:tb123abc run --config KEYDIR/A.yaml --rt-priority 5
+//
+// The cgroup parent and its real-time budget are the run's, where the
+// kernel needs one for the agents' real-time priority (realtime.go).
 package ctrbackend
 
 import (
