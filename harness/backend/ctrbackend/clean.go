@@ -12,11 +12,11 @@ import (
 	"tokenbed/harness/backend"
 )
 
-// Object is a Docker object of a run.
+// Object is a Docker object of a run, or the run's cgroup.
 type Object struct {
 	Kind  string // "container", "cgroup", "network" or "image"
 	ID    string
-	Name  string // container or network name, or image tag
+	Name  string // container, network or cgroup name, or image tag
 	RunID string
 }
 
