@@ -103,5 +103,9 @@ image: build
 test-containers: deps
 	$(GO) test -count=1 -v ./harness/backend/ctrbackend/
 
+# BenchmarkPassLatency runs the endurance smoke topology (24 agents) for
+# 25,000 paper seconds on each path, netns first, about 2.5 min: per-pass
+# latency and its split (send, net, wake) against netns in the same run.
 bench-containers: deps
-	$(GO) test -run '^$$' -bench . -benchtime 3x ./harness/backend/ctrbackend/
+	$(GO) test -run '^$$' -bench StartToReady -benchtime 3x ./harness/backend/ctrbackend/
+	$(GO) test -run '^$$' -bench PassLatency -benchtime 1x -timeout 30m ./harness/backend/ctrbackend/

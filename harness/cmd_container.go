@@ -34,7 +34,7 @@ func runContainer(ctx context.Context, f runFlags, e *experiments.Experiment, cl
 	log.Info("container backend: impairment path", "path", impair, "why", why)
 	be := ctrbackend.New(ctrbackend.Options{AgentBin: f.agent, Log: log})
 	dir, err := runner.Run(ctx, runner.Options{Experiment: e, ExperimentFile: expPath, ResultsRoot: f.results, RunID: f.runID, Claim: claim,
-		Backend: be, Impair: impair, ImpairReason: why, AgentBin: f.agent, Duration: f.duration, Log: log, Progress: stderr, TTY: isTTY(stderr)})
+		Backend: be, Impair: impair, ImpairReason: why, AgentBin: f.agent, RTPriority: f.rtPrio, Duration: f.duration, Log: log, Progress: stderr, TTY: isTTY(stderr)})
 	return finishRun(ctx, f, dir, err, stdout, stderr)
 }
 

@@ -12,23 +12,24 @@ import (
 	"tokenbed/harness/backend"
 )
 
-// Object is a Docker object of a run.
+// Object is a Docker object of a run, or the run's cgroup.
 type Object struct {
-	Kind  string // "container", "network" or "image"
+	Kind  string // "container", "cgroup", "network" or "image"
 	ID    string
-	Name  string // container or network name, or image tag
+	Name  string // container, network or cgroup name, or image tag
 	RunID string
 }
 
 func (o Object) String() string { return fmt.Sprintf("%s %s (run %s)", o.Kind, o.Name, o.RunID) }
 
 // Leftovers lists the containers, networks and images labelled with run
-// ID runID (every run when empty). Only label values that are valid run
-// IDs count: nothing else is ever listed, or removed by Clean.
+// ID runID (every run when empty), and the runs' parent cgroups
+// (tokenbed-RUNID, see realtime.go). Only label values and names that are
+// valid run IDs count: nothing else is ever listed, or removed by Clean.
 //
 // Equivalent to: `docker ps -a --filter label=tokenbed.run`, `docker
 // network ls --filter label=tokenbed.run`, `docker images --filter
-// label=tokenbed.run`.
+// label=tokenbed.run`, `ls -d /sys/fs/cgroup/*/tokenbed-tb*`.
 func Leftovers(ctx context.Context, cli client.APIClient, runID string) ([]Object, error) {
 	if runID != "" && !backend.ValidRunID(runID) {
 		return nil, fmt.Errorf("ctrbackend: run id %q: want tb and six hex digits", runID)
@@ -67,15 +68,20 @@ func Leftovers(ctx context.Context, cli client.APIClient, runID string) ([]Objec
 		}
 		objs = append(objs, Object{Kind: "image", ID: i.ID, Name: name, RunID: i.Labels[LabelRun]})
 	}
+	cgs, err := leftoverCgroups(runID)
+	if err != nil {
+		return nil, fmt.Errorf("ctrbackend: list cgroups: %w", err)
+	}
+	objs = append(objs, cgs...)
 	kept := objs[:0]
 	for _, o := range objs {
 		if backend.ValidRunID(o.RunID) && (runID == "" || o.RunID == runID) {
 			kept = append(kept, o)
 		}
 	}
-	// Containers first, then networks, then images: each depends on the
-	// next.
-	rank := map[string]int{"container": 0, "network": 1, "image": 2}
+	// Containers first, then the run's cgroup, networks, images: each
+	// depends on the next.
+	rank := map[string]int{"container": 0, "cgroup": 1, "network": 2, "image": 3}
 	sort.SliceStable(kept, func(i, j int) bool { return rank[kept[i].Kind] < rank[kept[j].Kind] })
 	return kept, nil
 }
@@ -121,7 +127,8 @@ func clean(ctx context.Context, cli client.APIClient, runID string) ([]Object, e
 
 // remove removes one object; already gone is not an error.
 //
-// Equivalent to: `docker rm -f ID`, `docker network rm ID`, `docker rmi -f ID`.
+// Equivalent to: `docker rm -f ID`, `docker network rm ID`, `docker rmi -f
+// ID`, `rmdir /sys/fs/cgroup/*/tokenbed-RUNID`.
 func remove(ctx context.Context, cli client.APIClient, o Object) error {
 	var err error
 	switch o.Kind {
@@ -131,6 +138,8 @@ func remove(ctx context.Context, cli client.APIClient, o Object) error {
 		_, err = cli.NetworkRemove(ctx, o.ID, client.NetworkRemoveOptions{})
 	case "image":
 		_, err = cli.ImageRemove(ctx, o.ID, client.ImageRemoveOptions{Force: true, PruneChildren: true})
+	case "cgroup":
+		return removeCgroups(ctx, o.RunID)
 	default:
 		return fmt.Errorf("ctrbackend: unknown object kind %q", o.Kind)
 	}

@@ -41,11 +41,16 @@
 //	    -o com.docker.network.bridge.name=tb123abc-r0 --label tokenbed.run=tb123abc tb123abc-r0
 //	docker run -d --name tb123abc.net-A --network tb123abc-r0 --ip 10.77.0.1 \
 //	    --sysctl net.ipv6.conf.all.disable_ipv6=1 --cap-drop ALL --read-only \
+//	    --cgroup-parent /tokenbed-tb123abc \
 //	    --label tokenbed.run=tb123abc --entrypoint /pause tokenbed-agent:tb123abc
 //	docker run -d --name tb123abc-A --network container:tb123abc.net-A \
 //	    --mount type=bind,src=KEYDIR,dst=KEYDIR --mount type=bind,src=RESULTS,dst=RESULTS \
-//	    --cap-drop ALL --read-only --label tokenbed.run=tb123abc \
-//	    --entrypoint /agent tokenbed-agent:tb123abc run --config KEYDIR/A.yaml
+//	    --cap-drop ALL --cap-add SYS_NICE --read-only --label tokenbed.run=tb123abc \
+//	    --cgroup-parent /tokenbed-tb123abc --cpu-rt-runtime SHARE \
+//	    --entrypoint /agent tokenbed-agent:tb123abc run --config KEYDIR/A.yaml --rt-priority 5
+//
+// The cgroup parent and its real-time budget are the run's, where the
+// kernel needs one for the agents' real-time priority (realtime.go).
 package ctrbackend
 
 import (
@@ -152,6 +157,7 @@ type Backend struct {
 	pods    map[string]*pod
 	procs   []*proc
 	timings Timings
+	rt      rtPlan // the agents' real-time scheduling (realtime.go)
 }
 
 // New returns a backend that will build its image from o.AgentBin.
@@ -240,6 +246,12 @@ func (b *Backend) Setup(ctx context.Context, spec backend.Spec) (err error) {
 	b.prov, b.cli = prov, prov.Client()
 	if b.hostNS, err = netns.GetFromPid(os.Getpid()); err != nil {
 		return fmt.Errorf("ctrbackend: the harness's network namespace: %w", err)
+	}
+	if b.rt, err = b.planRealtime(ctx); err != nil {
+		return err
+	}
+	if b.rt.note != "" {
+		b.o.Log.Warn("agents in containers may not get real-time priority: their pass latency will move with the machine's load", "why", b.rt.note)
 	}
 	t1 := time.Now()
 	if err := b.buildImage(ctx); err != nil {
@@ -468,6 +480,7 @@ func (b *Backend) startHolder(ctx context.Context, p *pod) error {
 			hc.NetworkMode = container.NetworkMode(p.net.name)
 			hc.CapDrop = []string{"ALL"}
 			hc.ReadonlyRootfs = true
+			hc.CgroupParent = b.rt.parent // every container of the run in its group
 			// IPv6 autoconfiguration chatter would fill the captures
 			// (on a host with IPv6 at all: else the sysctls do not exist).
 			if _, err := os.Stat("/proc/sys/net/ipv6"); err == nil {
@@ -728,9 +741,13 @@ func (b *Backend) Start(ctx context.Context, instance string, c backend.Cmd) (ba
 			hc.NetworkMode = container.NetworkMode("container:" + p.holderID)
 			hc.Mounts = mounts
 			// The agent binds a port above 1024 and reads and writes
-			// files it owns: it needs no capability at all.
+			// files it owns: the one capability it needs is for its
+			// --rt-priority, as in the netns backend (realtime.go).
 			hc.CapDrop = []string{"ALL"}
+			hc.CapAdd = []string{"SYS_NICE"}
 			hc.ReadonlyRootfs = true
+			hc.CgroupParent = b.rt.parent
+			hc.CPURealtimeRuntime = b.rt.share
 		},
 	}
 	stdout, err := dupFile(c.Stdout)

@@ -127,7 +127,8 @@ func TestBackendLifecycle(t *testing.T) {
 	tm := b.Timings()
 	t.Logf("setup: connect %v, image build %v, 2 networks %v, 6 pods %v", tm.Connect, tm.ImageBuild, tm.Networks, tm.Pods)
 
-	// Every object is labelled with the run: 6 holders, 2 networks, 1 image.
+	// Every object is labelled with the run: 6 holders, 2 networks, 1
+	// image; and the run's cgroup is named after it.
 	objs, err := Leftovers(ctx, b.cli, runID)
 	if err != nil {
 		t.Fatal(err)
@@ -135,12 +136,12 @@ func TestBackendLifecycle(t *testing.T) {
 	count := map[string]int{}
 	for _, o := range objs {
 		count[o.Kind]++
-		if !strings.HasPrefix(o.Name, runID) && !strings.HasSuffix(o.Name, ":"+runID) {
+		if !strings.HasPrefix(o.Name, runID) && !strings.HasSuffix(o.Name, ":"+runID) && o.Name != cgroupName(runID) {
 			t.Errorf("%v: name not prefixed with the run ID", o)
 		}
 	}
-	if count["container"] != 6 || count["network"] != 2 || count["image"] != 1 {
-		t.Errorf("run objects %v, want 6 containers, 2 networks, 1 image", objs)
+	if count["container"] != 6 || count["network"] != 2 || count["image"] != 1 || count["cgroup"] > 1 {
+		t.Errorf("run objects %v, want 6 containers, 2 networks, 1 image, at most 1 cgroup", objs)
 	}
 
 	// The pod namespace has the fixed address, and the host end of its
@@ -514,8 +515,14 @@ func TestCleanByLabel(t *testing.T) {
 			t.Errorf("listed %v: not a run's", o)
 		}
 	}
-	if mine != 5 {
-		t.Errorf("listed %d objects of run %s in %v, want 5", mine, runID, all)
+	// 3 containers, 1 network, 1 image, and the run's cgroup where the
+	// kernel budgets real-time time per group (realtime.go).
+	cgroups := 0
+	if b.rt.parent != "" {
+		cgroups = 1
+	}
+	if mine != 5+cgroups {
+		t.Errorf("listed %d objects of run %s in %v, want %d", mine, runID, all, 5+cgroups)
 	}
 	// A live run is skipped.
 	if removed, err := Clean(ctx, cli, runID, map[string]bool{runID: true}); err != nil || len(removed) != 0 {
@@ -532,8 +539,8 @@ func TestCleanByLabel(t *testing.T) {
 			t.Errorf("removed %v, not of run %s", o, runID)
 		}
 	}
-	if kinds["container"] != 3 || kinds["network"] != 1 || kinds["image"] != 1 {
-		t.Errorf("removed %v, want 3 containers (2 pods, 1 agent), 1 network, 1 image", removed)
+	if kinds["container"] != 3 || kinds["network"] != 1 || kinds["image"] != 1 || kinds["cgroup"] != cgroups {
+		t.Errorf("removed %v, want 3 containers (2 pods, 1 agent), 1 network, 1 image, %d cgroup", removed, cgroups)
 	}
 	if after := dockerState(t); after != before {
 		t.Errorf("docker state changed:\nbefore:\n%s\nafter:\n%s", before, after)

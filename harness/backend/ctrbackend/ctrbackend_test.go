@@ -158,3 +158,25 @@ func TestDockerfileMatchesTopLevel(t *testing.T) {
 		t.Errorf("paths: agent %s, pause %s, top-level entrypoint %v", AgentPath, PausePath, tm["ENTRYPOINT"])
 	}
 }
+
+// The real-time budget: rtShare per agent while the machine has it, less
+// when it is short, none under rtMinShare; the group keeps one spare
+// share, and never takes more than is free.
+func TestRTBudget(t *testing.T) {
+	for _, c := range []struct {
+		free         int64
+		n            int
+		share, total int64
+	}{
+		{950000, 3, 30000, 120000},      // a three-agent run
+		{950000, 24, 30000, 750000},     // endurance-smoke: 8 replicas
+		{950000, 48, 19387, 19387 * 49}, // endurance: 16 replicas
+		{100000, 24, 0, 0},              // 4000 µs each: below rtMinShare
+		{0, 3, 0, 0},
+	} {
+		share, total := rtBudget(c.free, c.n)
+		if share != c.share || total != c.total || total > c.free {
+			t.Errorf("rtBudget(%d, %d) = %d, %d; want %d, %d", c.free, c.n, share, total, c.share, c.total)
+		}
+	}
+}

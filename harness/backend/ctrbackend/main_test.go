@@ -68,7 +68,9 @@ func requireDocker(t testing.TB) {
 }
 
 // dockerState is what `docker ps -a`, `docker network ls` and `docker
-// images -a` print (IDs and names), to compare before and after a test.
+// images -a` print (IDs and names), and the runs' parent cgroups (`ls -d
+// /sys/fs/cgroup/*/tokenbed-*`, see realtime.go), to compare before and
+// after a test.
 func dockerState(t testing.TB) string {
 	t.Helper()
 	var b strings.Builder
@@ -91,6 +93,10 @@ func dockerState(t testing.TB) string {
 		slices.Sort(lines)
 		fmt.Fprintf(&b, "docker %s:\n%s\n", strings.Join(args[:2], " "), strings.Join(lines, "\n"))
 	}
+	cgs, _ := filepath.Glob("/sys/fs/cgroup/tokenbed-*") // cgroup v2
+	v1, _ := filepath.Glob("/sys/fs/cgroup/*/tokenbed-*")
+	cgs = append(cgs, v1...)
+	fmt.Fprintf(&b, "cgroups:\n%s\n", strings.Join(cgs, "\n"))
 	return b.String()
 }
 
