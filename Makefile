@@ -81,15 +81,15 @@ clean-host: build
 clean:
 	rm -rf $(BIN) .deps.stamp
 
-# User Mode Linux runner (harness/uml): its tests boot real guests, about
+# User Mode Linux runner (internal/uml): its tests boot real guests, about
 # 0.5 s each; the benchmark compares a guest's boot and job start with a
 # host exec.
 .PHONY: test-uml bench-uml
 test-uml: deps
-	$(GO) test -count=1 ./harness/uml/...
+	$(GO) test -count=1 ./internal/uml/...
 
 bench-uml: deps
-	$(GO) test -run '^$$' -bench . -benchtime 10x ./harness/uml/
+	$(GO) test -run '^$$' -bench . -benchtime 10x ./internal/uml/
 
 # The agent image (Dockerfile: FROM scratch + the static agent; no registry
 # needed). The context is only the Dockerfile and bin/agent. Runs with

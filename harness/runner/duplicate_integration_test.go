@@ -19,7 +19,7 @@ import (
 	"tokenbed/harness/backend"
 	"tokenbed/harness/backend/nsbackend"
 	"tokenbed/harness/results"
-	"tokenbed/harness/uml/umltest"
+	"tokenbed/internal/uml/umltest"
 	"tokenbed/netem"
 )
 

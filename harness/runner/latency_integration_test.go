@@ -14,7 +14,7 @@ import (
 	"tokenbed/agent/eventlog"
 	"tokenbed/analysis/pcaptimeline"
 	"tokenbed/harness/results"
-	"tokenbed/harness/uml/umltest"
+	"tokenbed/internal/uml/umltest"
 	"tokenbed/netem"
 )
 

@@ -15,7 +15,7 @@ import (
 	"tokenbed/experiments"
 	"tokenbed/harness/backend/nsbackend"
 	"tokenbed/harness/results"
-	"tokenbed/harness/uml"
+	"tokenbed/internal/uml"
 )
 
 var agentBin string

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"tokenbed/harness/uml"
+	"tokenbed/internal/uml"
 )
 
 // TestGuestKernelSide is not a test of its own: TestCrossValidation starts

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"tokenbed/harness/uml"
-	"tokenbed/harness/uml/umltest"
+	"tokenbed/internal/uml"
+	"tokenbed/internal/uml/umltest"
 )
 
 // helperEnv switches on the helper tests, which the outer tests run in a

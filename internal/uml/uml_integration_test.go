@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"tokenbed/harness/uml"
+	"tokenbed/internal/uml"
 )
 
 // These tests boot real User Mode Linux guests (about 0.5 s each when the

@@ -38,7 +38,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"tokenbed/harness/uml"
+	"tokenbed/internal/uml"
 )
 
 // Options configure Reexec.
