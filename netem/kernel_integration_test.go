@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -376,22 +375,14 @@ func udpRTT(t *testing.T, ns netns.NsHandle, dst netip.AddrPort, n int) []time.D
 // inNS opens a socket inside ns on a locked thread; the socket stays in ns.
 func inNS(t *testing.T, ns netns.NsHandle, open func() (net.PacketConn, error)) net.PacketConn {
 	t.Helper()
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	orig, err := netns.Get()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer orig.Close()
-	if err := netns.Set(ns); err != nil {
-		t.Fatal(err)
-	}
-	c, err := open()
-	if serr := netns.Set(orig); serr != nil {
-		runtime.LockOSThread() // never reuse a thread stuck in ns
-		t.Fatal(serr)
-	}
-	if err != nil {
+	var c net.PacketConn
+	if err := nsenter.Do(ns, func() (err error) {
+		c, err = open()
+		return err
+	}); err != nil {
+		if c != nil {
+			c.Close()
+		}
 		t.Fatal(err)
 	}
 	return c

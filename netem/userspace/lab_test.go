@@ -11,6 +11,7 @@ import (
 
 	"tokenbed/harness/backend"
 	"tokenbed/harness/backend/nsbackend"
+	"tokenbed/internal/nsenter"
 	"tokenbed/netem"
 )
 
@@ -124,7 +125,7 @@ func (l *lab) profile(from, to, s string) {
 func (l *lab) socket(agent string, port int) *net.UDPConn {
 	l.t.Helper()
 	var c *net.UDPConn
-	err := inNS(l.ports[agent].NS, func() (err error) {
+	err := nsenter.Do(l.ports[agent].NS, func() (err error) {
 		c, err = net.ListenUDP("udp", &net.UDPAddr{IP: l.addrs[agent].AsSlice(), Port: port})
 		return err
 	})
