@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"tokenbed/internal/nsenter"
+	"tokenbed/internal/testenv"
 )
 
 // runID prefixes every namespace these tests create, so leftovers are
@@ -28,9 +29,7 @@ var kernelModules = []string{"sch_netem", "sch_htb", "cls_u32", "veth"}
 
 func needRoot(t *testing.T) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: creates network namespaces and qdiscs")
-	}
+	testenv.RequireRoot(t, "creates network namespaces and qdiscs")
 }
 
 // scratchNS creates /run/netns/RUNID-suffix and removes it at cleanup,

@@ -18,6 +18,7 @@ import (
 	"github.com/vishvananda/netns"
 
 	"tokenbed/internal/nsenter"
+	"tokenbed/internal/testenv"
 )
 
 // Scratch namespaces are named nsPrefix + PID + "-" + sequence, so that a
@@ -73,9 +74,7 @@ func removeStale() {
 
 func needRoot(t testing.TB) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: creates network namespaces and AF_PACKET sockets")
-	}
+	testenv.RequireRoot(t, "creates network namespaces and AF_PACKET sockets")
 }
 
 // pair is two scratch namespaces joined by a veth: A (devA, ipA) and B

@@ -55,7 +55,7 @@ func open(ic Interface, cfg Config) (*iface, error) {
 		tp, info, err = openHere(ic.Device, cfg)
 	}
 	if err != nil {
-		return nil, wrap(fmt.Errorf("in %s: %w", where, err))
+		return nil, wrap(err)
 	}
 	lt, err := linkType(info.arphrd)
 	if err != nil {

@@ -6,12 +6,12 @@ import (
 	"context"
 	"net"
 	"net/netip"
-	"os"
 	"testing"
 
 	"tokenbed/harness/backend"
 	"tokenbed/harness/backend/nsbackend"
 	"tokenbed/internal/nsenter"
+	"tokenbed/internal/testenv"
 	"tokenbed/netem"
 )
 
@@ -32,12 +32,7 @@ type lab struct {
 // requireLab skips t unless it can build a lab: root, and /dev/net/tun.
 func requireLab(t testing.TB) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("SKIPPED: needs root for network namespaces and TUN devices (make test / make bench run as root)")
-	}
-	if _, err := os.Stat("/dev/net/tun"); err != nil {
-		t.Skipf("SKIPPED: no /dev/net/tun (%v): load the tun module", err)
-	}
+	testenv.RequireTUN(t, "network namespaces and TUN devices")
 }
 
 // newBareLab builds agents' namespaces (run ID id) without the engine.

@@ -17,13 +17,10 @@ import (
 
 	"tokenbed/harness/backend"
 	"tokenbed/internal/nsenter"
+	"tokenbed/internal/testenv"
 )
 
-func requireRoot(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to create network namespaces (make test runs as root)")
-	}
-}
+func requireRoot(t *testing.T) { testenv.RequireRoot(t, "creates network namespaces") }
 
 var prefix = netip.MustParsePrefix("10.77.0.0/16")
 
