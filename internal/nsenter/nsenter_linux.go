@@ -18,9 +18,9 @@
 // Thread parks its thread for the life of the process instead, because
 // children forked from it are bound to it (Pdeathsig fires when the
 // forking thread exits). Either way the caller gets an error and its own
-// goroutine never ran in the namespace. Switching back to a namespace
-// whose handle we hold should not fail; the rule makes the impossible
-// case harmless rather than silent.
+// goroutine never ran in the namespace. Switching back fails only when f
+// changed the thread itself (dropped CAP_SYS_ADMIN, say); the rule keeps
+// that from leaking into unrelated goroutines.
 package nsenter
 
 import (
@@ -118,6 +118,8 @@ func NewNamed(name string) (netns.NsHandle, error) {
 // bound to the thread that did it: Linux sends a child's parent-death
 // signal (Pdeathsig) when the thread that forked it exits, so a process
 // forked in a namespace must be forked from a thread that outlives it.
+// A socket or TUN device needs none: it stays bound to the namespace it
+// was opened in, so Do serves the capture and the userspace engine.
 //
 // The zero value is ready to use. A thread that cannot switch back parks
 // for good (it keeps its children alive and runs nothing else); the next
