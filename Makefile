@@ -8,7 +8,7 @@ export CGO_ENABLED := 0
 GOFLAGS_BUILD := -trimpath
 BACKEND   ?= netns
 
-.PHONY: all deps build test vet fmt-check fuzz bench validate-netem demo endurance endurance-smoke nightly clean clean-host image
+.PHONY: all deps build test test-unit vet fmt-check fuzz bench validate-netem demo endurance endurance-smoke nightly clean clean-host image
 
 all: build
 
@@ -31,6 +31,14 @@ vet: deps
 # circulation, and the tests that need root (namespaces, UML, containers).
 test: deps fmt-check vet
 	$(GO) test -count=1 -timeout 40m ./...
+
+# The tests that need no root, in under two minutes: under -short every
+# test that needs root, a kernel feature, UML or Docker skips with its
+# reason (internal/testenv), even when run as root, and the model check
+# explores a bounded configuration. No `deps`: installing needs root.
+test-unit: fmt-check
+	$(GO) vet ./...
+	$(GO) test -short -count=1 -timeout 10m ./...
 
 # Run every fuzz target for FUZZTIME each (go test allows one target per run).
 FUZZTIME ?= 60s
@@ -81,15 +89,15 @@ clean-host: build
 clean:
 	rm -rf $(BIN) .deps.stamp
 
-# User Mode Linux runner (harness/uml): its tests boot real guests, about
+# User Mode Linux runner (internal/uml): its tests boot real guests, about
 # 0.5 s each; the benchmark compares a guest's boot and job start with a
 # host exec.
 .PHONY: test-uml bench-uml
 test-uml: deps
-	$(GO) test -count=1 ./harness/uml/...
+	$(GO) test -count=1 ./internal/uml/...
 
 bench-uml: deps
-	$(GO) test -run '^$$' -bench . -benchtime 10x ./harness/uml/
+	$(GO) test -run '^$$' -bench . -benchtime 10x ./internal/uml/
 
 # The agent image (Dockerfile: FROM scratch + the static agent; no registry
 # needed). The context is only the Dockerfile and bin/agent. Runs with

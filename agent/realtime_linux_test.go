@@ -6,14 +6,14 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"tokenbed/internal/testenv"
 )
 
 // --rt-priority puts every thread of the agent under SCHED_FIFO, and
 // threads started afterwards inherit it.
 func TestRealtimeAllThreads(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root (CAP_SYS_NICE) to set SCHED_FIFO; make test runs as root")
-	}
+	testenv.RequireRoot(t, "CAP_SYS_NICE to set SCHED_FIFO")
 	if err := realtime(100); err == nil {
 		t.Error("priority 100 accepted")
 	}

@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -21,6 +20,7 @@ import (
 	"tokenbed/experiments"
 	"tokenbed/harness/results"
 	"tokenbed/harness/runner"
+	"tokenbed/internal/testenv"
 )
 
 // These tests run real agents on real namespaces (no impairment, so any
@@ -30,21 +30,7 @@ import (
 
 var agentBin string
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "analysis-test-")
-	if err != nil {
-		panic(err)
-	}
-	agentBin = filepath.Join(dir, "agent")
-	cmd := exec.Command("go", "build", "-o", agentBin, "tokenbed/agent")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		panic("build agent: " + string(out))
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testenv.MainWithAgent(m, &agentBin) }
 
 const base = `
 name: analysis-test
@@ -68,9 +54,7 @@ checks:
 
 func run(t *testing.T, agentA, mean, p99 string) string {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root for network namespaces (make test runs as root)")
-	}
+	testenv.RequireRoot(t, "creates network namespaces")
 	src := strings.Replace(strings.Replace(strings.Replace(base, "%s", agentA, 1), "%s", mean, 1), "%s", p99, 1)
 	path := filepath.Join(t.TempDir(), "exp.yaml")
 	os.WriteFile(path, []byte(src), 0o644)

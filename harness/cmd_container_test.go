@@ -16,14 +16,13 @@ import (
 	"tokenbed/harness/backend/ctrbackend"
 	"tokenbed/harness/backend/ctrbackend/ctrtest"
 	"tokenbed/harness/runner"
+	"tokenbed/internal/testenv"
 	"tokenbed/netem"
 )
 
 func requireRoot(t *testing.T) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root (the netem pre-flight creates a namespace; make test runs as root)")
-	}
+	testenv.RequireRoot(t, "the netem pre-flight creates a namespace")
 }
 
 func loadExp(t *testing.T, src string) (*experiments.Experiment, string) {

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"tokenbed/harness/runner"
-	"tokenbed/harness/uml"
+	"tokenbed/internal/uml"
 )
 
 // UMLModules are what a run needs from the guest kernel.

@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -19,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"tokenbed/internal/nsenter"
+	"tokenbed/internal/testenv"
 )
 
 // runID prefixes every namespace these tests create, so leftovers are
@@ -29,9 +29,7 @@ var kernelModules = []string{"sch_netem", "sch_htb", "cls_u32", "veth"}
 
 func needRoot(t *testing.T) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: creates network namespaces and qdiscs")
-	}
+	testenv.RequireRoot(t, "creates network namespaces and qdiscs")
 }
 
 // scratchNS creates /run/netns/RUNID-suffix and removes it at cleanup,
@@ -376,22 +374,14 @@ func udpRTT(t *testing.T, ns netns.NsHandle, dst netip.AddrPort, n int) []time.D
 // inNS opens a socket inside ns on a locked thread; the socket stays in ns.
 func inNS(t *testing.T, ns netns.NsHandle, open func() (net.PacketConn, error)) net.PacketConn {
 	t.Helper()
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	orig, err := netns.Get()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer orig.Close()
-	if err := netns.Set(ns); err != nil {
-		t.Fatal(err)
-	}
-	c, err := open()
-	if serr := netns.Set(orig); serr != nil {
-		runtime.LockOSThread() // never reuse a thread stuck in ns
-		t.Fatal(serr)
-	}
-	if err != nil {
+	var c net.PacketConn
+	if err := nsenter.Do(ns, func() (err error) {
+		c, err = open()
+		return err
+	}); err != nil {
+		if c != nil {
+			c.Close()
+		}
 		t.Fatal(err)
 	}
 	return c

@@ -3,7 +3,7 @@ package netem
 import (
 	"testing"
 
-	"tokenbed/harness/uml/umltest"
+	"tokenbed/internal/uml/umltest"
 )
 
 // reexecInUML returns false when the test body should run here: inside

@@ -54,7 +54,7 @@
 //
 // A socket belongs to the network namespace it was created in. Start opens
 // each socket on a locked OS thread switched into the interface's namespace
-// (netns.Set), then switches back; the socket keeps capturing in that
+// (internal/nsenter), then switches back; the socket keeps capturing in that
 // namespace. Equivalent to: `ip netns exec NS tcpdump -i DEV -w -`, for
 // every interface at once, into one file.
 //

@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,6 +16,9 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+
+	"tokenbed/internal/nsenter"
+	"tokenbed/internal/testenv"
 )
 
 // Scratch namespaces are named nsPrefix + PID + "-" + sequence, so that a
@@ -72,9 +74,7 @@ func removeStale() {
 
 func needRoot(t testing.TB) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: creates network namespaces and AF_PACKET sockets")
-	}
+	testenv.RequireRoot(t, "creates network namespaces and AF_PACKET sockets")
 }
 
 // pair is two scratch namespaces joined by a veth: A (devA, ipA) and B
@@ -107,30 +107,18 @@ func newPair(t testing.TB) *pair {
 	p.pathA, p.pathB = filepath.Join("/run/netns", p.nsA), filepath.Join("/run/netns", p.nsB)
 	t.Cleanup(func() { p.remove(t) })
 
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	orig, err := netns.Get()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer orig.Close()
 	for _, n := range []struct {
 		name string
 		h    *netns.NsHandle
 	}{{p.nsA, &p.hA}, {p.nsB, &p.hB}} {
-		// Equivalent to: ip netns add NAME
-		h, err := netns.NewNamed(n.name)
+		h, err := nsenter.NewNamed(n.name)
 		if err != nil {
-			netns.Set(orig)
 			t.Fatalf("ip netns add %s: %v", n.name, err)
 		}
 		scratchMu.Lock()
 		scratchLive[n.name] = true
 		scratchMu.Unlock()
 		*n.h = h
-		if err := netns.Set(orig); err != nil {
-			t.Fatalf("back to the original netns: %v", err)
-		}
 	}
 	hA, err := netlink.NewHandleAt(p.hA)
 	if err != nil {
@@ -212,28 +200,7 @@ func (p *pair) remove(t testing.TB) {
 // in runs fn on a thread inside namespace h; sockets fn creates stay there.
 func in(t testing.TB, h netns.NsHandle, fn func() error) {
 	t.Helper()
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		orig, err := netns.Get()
-		if err != nil {
-			errc <- err
-			return
-		}
-		defer orig.Close()
-		if err := netns.Set(h); err != nil {
-			errc <- err
-			return
-		}
-		ferr := fn()
-		if err := netns.Set(orig); err != nil {
-			errc <- fmt.Errorf("back to the original netns: %v (thread retired)", err)
-			return // leave the thread locked: it is retired
-		}
-		runtime.UnlockOSThread()
-		errc <- ferr
-	}()
-	if err := <-errc; err != nil {
+	if err := nsenter.Do(h, fn); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -3,13 +3,14 @@ package capture
 import (
 	"errors"
 	"fmt"
-	"runtime"
 	"time"
 
 	"github.com/gopacket/gopacket/afpacket"
 	"github.com/gopacket/gopacket/layers"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+
+	"tokenbed/internal/nsenter"
 )
 
 // linkInfo is what the kernel says about a device.
@@ -36,57 +37,36 @@ func open(ic Interface, cfg Config) (*iface, error) {
 		ns, where = ic.NetNS, fmt.Sprintf("netns handle %d", int(ic.NetNS))
 	}
 
-	type result struct {
+	var (
 		tp   *afpacket.TPacket
 		info linkInfo
 		err  error
+	)
+	if ns.IsOpen() {
+		// The socket stays bound to ns after the thread switches back.
+		err = nsenter.Do(ns, func() (err error) {
+			tp, info, err = openHere(ic.Device, cfg)
+			return err
+		})
+		if err != nil && tp != nil {
+			tp.Close() // opened, but the thread could not switch back
+		}
+	} else {
+		tp, info, err = openHere(ic.Device, cfg)
 	}
-	ch := make(chan result, 1)
-	go func() {
-		// The thread switches namespace: lock it, and retire it (exit the
-		// goroutine still locked) if it cannot switch back.
-		runtime.LockOSThread()
-		if !ns.IsOpen() {
-			tp, info, err := openHere(ic.Device, cfg)
-			runtime.UnlockOSThread()
-			ch <- result{tp, info, err}
-			return
-		}
-		orig, err := netns.Get()
-		if err != nil {
-			runtime.UnlockOSThread()
-			ch <- result{err: fmt.Errorf("current netns: %w", err)}
-			return
-		}
-		defer orig.Close()
-		if err := netns.Set(ns); err != nil {
-			runtime.UnlockOSThread()
-			ch <- result{err: fmt.Errorf("entering %s: %w", where, err)}
-			return
-		}
-		tp, info, err := openHere(ic.Device, cfg)
-		if err := netns.Set(orig); err != nil {
-			// The socket is fine: it stays in ns. The thread is not.
-			ch <- result{tp, info, nil}
-			return
-		}
-		runtime.UnlockOSThread()
-		ch <- result{tp, info, err}
-	}()
-	r := <-ch
-	if r.err != nil {
-		return nil, wrap(r.err)
-	}
-	lt, err := linkType(r.info.arphrd)
 	if err != nil {
-		r.tp.Close()
+		return nil, wrap(err)
+	}
+	lt, err := linkType(info.arphrd)
+	if err != nil {
+		tp.Close()
 		return nil, wrap(fmt.Errorf("device %s: %w", ic.Device, err))
 	}
-	desc := fmt.Sprintf("device %s (ifindex %d, mtu %d) in %s", ic.Device, r.info.index, r.info.mtu, where)
+	desc := fmt.Sprintf("device %s (ifindex %d, mtu %d) in %s", ic.Device, info.index, info.mtu, where)
 	if ic.Description != "" {
 		desc = ic.Description + "; " + desc
 	}
-	return &iface{cfg: ic, lt: lt, desc: desc, tp: r.tp, start: time.Now()}, nil
+	return &iface{cfg: ic, lt: lt, desc: desc, tp: tp, start: time.Now()}, nil
 }
 
 // openHere opens the socket in the calling thread's namespace. Equivalent

@@ -19,7 +19,8 @@ import (
 	"tokenbed/harness/backend"
 	"tokenbed/harness/backend/nsbackend"
 	"tokenbed/harness/results"
-	"tokenbed/harness/uml/umltest"
+	"tokenbed/internal/testenv"
+	"tokenbed/internal/uml/umltest"
 	"tokenbed/netem"
 )
 
@@ -49,7 +50,7 @@ links:
 func TestKernelRunWithDuplication(t *testing.T) {
 	requireRoot(t)
 	if umltest.Reexec(t, umltest.Options{Modules: []string{"sch_netem", "sch_htb", "cls_u32", "veth", "bridge"}, MemMB: 1024,
-		Timeout: 5 * time.Minute, Env: []string{"RUNNER_TEST_AGENT=" + agentBin},
+		Timeout: 5 * time.Minute, Env: []string{testenv.AgentEnv + "=" + agentBin},
 		RunOnHost: func() bool { return netem.CheckKernel(NewRunID()) == nil }}) {
 		return
 	}
@@ -145,7 +146,7 @@ func (b splitPorts) IngressPort(inst string) (backend.Port, error) {
 func TestKernelRunFallsBackToUserspace(t *testing.T) {
 	requireRoot(t)
 	if umltest.Reexec(t, umltest.Options{Modules: []string{"sch_netem", "sch_htb", "cls_u32", "veth", "bridge", "tun"}, MemMB: 1024,
-		Timeout: 5 * time.Minute, Env: []string{"RUNNER_TEST_AGENT=" + agentBin},
+		Timeout: 5 * time.Minute, Env: []string{testenv.AgentEnv + "=" + agentBin},
 		RunOnHost: func() bool { return netem.CheckKernel(NewRunID()) == nil }}) {
 		return
 	}

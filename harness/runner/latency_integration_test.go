@@ -14,7 +14,8 @@ import (
 	"tokenbed/agent/eventlog"
 	"tokenbed/analysis/pcaptimeline"
 	"tokenbed/harness/results"
-	"tokenbed/harness/uml/umltest"
+	"tokenbed/internal/testenv"
+	"tokenbed/internal/uml/umltest"
 	"tokenbed/netem"
 )
 
@@ -46,7 +47,7 @@ schedule:
 func TestPerLinkLatencyFollowsProfiles(t *testing.T) {
 	requireRoot(t)
 	if umltest.Reexec(t, umltest.Options{Modules: []string{"sch_netem", "sch_htb", "cls_u32", "veth", "bridge"}, MemMB: 1024,
-		Timeout: 5 * time.Minute, Env: []string{"RUNNER_TEST_AGENT=" + agentBin},
+		Timeout: 5 * time.Minute, Env: []string{testenv.AgentEnv + "=" + agentBin},
 		RunOnHost: func() bool { return netem.CheckKernel(NewRunID()) == nil }}) {
 		return
 	}

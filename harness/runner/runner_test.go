@@ -15,38 +15,14 @@ import (
 	"tokenbed/experiments"
 	"tokenbed/harness/backend/nsbackend"
 	"tokenbed/harness/results"
-	"tokenbed/harness/uml"
+	"tokenbed/internal/testenv"
 )
 
 var agentBin string
 
-func TestMain(m *testing.M) {
-	if p := os.Getenv("RUNNER_TEST_AGENT"); p != "" && uml.InGuest() {
-		// Inside UML: the host built the agent (building here would take
-		// minutes at the guest's system-call cost).
-		agentBin = p
-		os.Exit(m.Run())
-	}
-	dir, err := os.MkdirTemp("", "runner-test-")
-	if err != nil {
-		panic(err)
-	}
-	agentBin = filepath.Join(dir, "agent")
-	cmd := exec.Command("go", "build", "-o", agentBin, "tokenbed/agent")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		panic("build agent: " + string(out))
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testenv.MainWithAgent(m, &agentBin) }
 
-func requireRoot(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root for network namespaces (make test runs as root)")
-	}
-}
+func requireRoot(t *testing.T) { testenv.RequireRoot(t, "creates network namespaces") }
 
 // An experiment without profiles runs on any kernel (impairment none).
 const plain = `

@@ -5,13 +5,13 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"runtime"
 	"time"
 
 	"github.com/vishvananda/netns"
 
 	"tokenbed/agent/eventlog"
 	"tokenbed/experiments"
+	"tokenbed/internal/nsenter"
 	"tokenbed/netem/userspace"
 )
 
@@ -110,21 +110,15 @@ func (r *run) engineSelfTest() error {
 // sendFrom sends one datagram from src (in namespace ns) to dst's discard
 // port.
 func sendFrom(ns netns.NsHandle, src, dst netip.Addr) error {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	orig, err := netns.Get()
-	if err != nil {
+	var c *net.UDPConn
+	err := nsenter.Do(ns, func() (err error) {
+		c, err = net.DialUDP("udp", &net.UDPAddr{IP: src.AsSlice()}, &net.UDPAddr{IP: dst.AsSlice(), Port: 9})
 		return err
-	}
-	defer orig.Close()
-	if err := netns.Set(ns); err != nil {
-		return err
-	}
-	c, err := net.DialUDP("udp", &net.UDPAddr{IP: src.AsSlice()}, &net.UDPAddr{IP: dst.AsSlice(), Port: 9})
-	if serr := netns.Set(orig); serr != nil {
-		panic(fmt.Sprintf("runner: cannot return to the original namespace: %v", serr))
-	}
+	})
 	if err != nil {
+		if c != nil {
+			c.Close()
+		}
 		return err
 	}
 	defer c.Close()

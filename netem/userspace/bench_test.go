@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"tokenbed/harness/backend/nsbackend"
+	"tokenbed/internal/nsenter"
 )
 
 // The engine's cost, each figure against a baseline measured in the same
@@ -111,7 +112,7 @@ func loadavg() (float64, string) {
 func (l *lab) benchSocket(agent string, peer netip.AddrPort) int {
 	l.t.Helper()
 	var fd int
-	err := inNS(l.ports[agent].NS, func() error {
+	err := nsenter.Do(l.ports[agent].NS, func() error {
 		var err error
 		fd, err = unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
 		if err != nil {
@@ -146,7 +147,7 @@ func (l *lab) benchSocket(agent string, peer netip.AddrPort) int {
 // the sockets, not the paths, dropped.
 func (l *lab) udpErrors(agent string) int64 {
 	var n int64
-	inNS(l.ports[agent].NS, func() error {
+	nsenter.Do(l.ports[agent].NS, func() error {
 		b, err := os.ReadFile("/proc/thread-self/net/snmp")
 		if err != nil {
 			return err

@@ -21,6 +21,7 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
+	"tokenbed/internal/nsenter"
 	"tokenbed/netem"
 )
 
@@ -155,25 +156,6 @@ type ifreq struct {
 	_     [22]byte
 }
 
-// inNS runs f on a locked OS thread switched into ns.
-func inNS(ns netns.NsHandle, f func() error) error {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	orig, err := netns.Get()
-	if err != nil {
-		return err
-	}
-	defer orig.Close()
-	if err := netns.Set(ns); err != nil {
-		return err
-	}
-	ferr := f()
-	if err := netns.Set(orig); err != nil {
-		panic(fmt.Sprintf("userspace netem: cannot return to the original namespace: %v", err))
-	}
-	return ferr
-}
-
 // Attach puts the agent at addr, in namespace ns, behind the engine for
 // traffic toward peers (the other agents' addresses).
 func (e *Engine) Attach(ns netns.NsHandle, addr netip.Addr, peers []netip.Addr) (string, error) {
@@ -182,7 +164,7 @@ func (e *Engine) Attach(ns netns.NsHandle, addr netip.Addr, peers []netip.Addr) 
 		return "", fmt.Errorf("userspace netem: device name %q is too long", name)
 	}
 	var fd int
-	err := inNS(ns, func() error {
+	err := nsenter.Do(ns, func() error {
 		var err error
 		fd, err = unix.Open("/dev/net/tun", unix.O_RDWR|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
 		if err != nil {

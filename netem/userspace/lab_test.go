@@ -6,11 +6,12 @@ import (
 	"context"
 	"net"
 	"net/netip"
-	"os"
 	"testing"
 
 	"tokenbed/harness/backend"
 	"tokenbed/harness/backend/nsbackend"
+	"tokenbed/internal/nsenter"
+	"tokenbed/internal/testenv"
 	"tokenbed/netem"
 )
 
@@ -31,12 +32,7 @@ type lab struct {
 // requireLab skips t unless it can build a lab: root, and /dev/net/tun.
 func requireLab(t testing.TB) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("SKIPPED: needs root for network namespaces and TUN devices (make test / make bench run as root)")
-	}
-	if _, err := os.Stat("/dev/net/tun"); err != nil {
-		t.Skipf("SKIPPED: no /dev/net/tun (%v): load the tun module", err)
-	}
+	testenv.RequireTUN(t, "network namespaces and TUN devices")
 }
 
 // newBareLab builds agents' namespaces (run ID id) without the engine.
@@ -124,7 +120,7 @@ func (l *lab) profile(from, to, s string) {
 func (l *lab) socket(agent string, port int) *net.UDPConn {
 	l.t.Helper()
 	var c *net.UDPConn
-	err := inNS(l.ports[agent].NS, func() (err error) {
+	err := nsenter.Do(l.ports[agent].NS, func() (err error) {
 		c, err = net.ListenUDP("udp", &net.UDPAddr{IP: l.addrs[agent].AsSlice(), Port: port})
 		return err
 	})

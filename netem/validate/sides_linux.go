@@ -11,7 +11,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"tokenbed/harness/uml"
+	"tokenbed/internal/uml"
 	"tokenbed/netem"
 	"tokenbed/netem/userspace"
 )

@@ -10,7 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"tokenbed/harness/uml"
+	"tokenbed/internal/testenv"
+	"tokenbed/internal/uml"
 )
 
 // TestGuestKernelSide is not a test of its own: TestCrossValidation starts
@@ -45,12 +46,8 @@ func TestCrossValidation(t *testing.T) {
 	if uml.InGuest() {
 		t.Skip("runs on the host; the guest runs TestGuestKernelSide")
 	}
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: network namespaces, TUN devices, UML (make test runs as root)")
-	}
-	if err := uml.Available(); err != nil {
-		t.Fatalf("needs User Mode Linux (run `make deps`): %v", err)
-	}
+	testenv.RequireTUN(t, "network namespaces and TUN devices")
+	testenv.RequireUML(t)
 	runID := fmt.Sprintf("tb%06x", os.Getpid()&0xffffff)
 	t.Cleanup(func() {
 		if left := Leftovers(runID); len(left) > 0 {

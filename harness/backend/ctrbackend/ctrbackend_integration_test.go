@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -21,6 +20,7 @@ import (
 
 	"tokenbed/agent/eventlog"
 	"tokenbed/harness/backend"
+	"tokenbed/internal/nsenter"
 )
 
 var base = netip.MustParsePrefix("10.77.0.0/16")
@@ -70,22 +70,8 @@ func agentConfig(t testing.TB, spec backend.Spec, keyDir, logDir, inst string, g
 
 func inNS(t *testing.T, ns netns.NsHandle, f func() error) {
 	t.Helper()
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	orig, err := netns.Get()
-	if err != nil {
+	if err := nsenter.Do(ns, f); err != nil {
 		t.Fatal(err)
-	}
-	defer orig.Close()
-	if err := netns.Set(ns); err != nil {
-		t.Fatal(err)
-	}
-	ferr := f()
-	if err := netns.Set(orig); err != nil {
-		panic(err)
-	}
-	if ferr != nil {
-		t.Fatal(ferr)
 	}
 }
 

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -14,6 +13,7 @@ import (
 
 	"tokenbed/agent/ca"
 	"tokenbed/harness/backend/ctrbackend/ctrtest"
+	"tokenbed/internal/testenv"
 )
 
 // agentBin is the static agent, built once for the package's tests.
@@ -27,26 +27,12 @@ func TestMain(m *testing.M) {
 	if os.Getenv(noEngineChild) == "1" {
 		os.Exit(m.Run())
 	}
-	dir, err := os.MkdirTemp("", "ctrbackend-test-")
-	if err != nil {
-		panic(err)
-	}
-	agentBin = filepath.Join(dir, "agent")
-	cmd := exec.Command("go", "build", "-o", agentBin, "tokenbed/agent")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		panic("build agent: " + string(out))
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	testenv.MainWithAgent(m, &agentBin)
 }
 
 func requireRoot(t testing.TB) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: the tests open containers' network namespaces (make test runs as root)")
-	}
+	testenv.RequireRoot(t, "the tests open containers' network namespaces")
 }
 
 // requireDocker skips only when no Docker engine answers at all; any other

@@ -4,18 +4,16 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
-	"os"
 	"testing"
 
 	"tokenbed/harness/backend"
+	"tokenbed/internal/testenv"
 )
 
 // BenchmarkSetupTeardown measures building and removing the network for
 // 3 and for 100 agents (one replica), per whole topology.
 func BenchmarkSetupTeardown(b *testing.B) {
-	if os.Geteuid() != 0 {
-		b.Skip("needs root")
-	}
+	testenv.RequireRoot(b, "creates network namespaces")
 	for _, n := range []int{3, 100} {
 		b.Run(fmt.Sprintf("agents=%d", n), func(b *testing.B) {
 			pfx := netip.MustParsePrefix("10.77.0.0/16")

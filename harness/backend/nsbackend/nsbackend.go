@@ -33,7 +33,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -43,6 +42,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"tokenbed/harness/backend"
+	"tokenbed/internal/nsenter"
 )
 
 // NetnsDir is where named namespaces are bound (as iproute2 does).
@@ -124,27 +124,6 @@ func releaseNetnsDir() {
 	}
 }
 
-// newNamed creates a named namespace without moving the caller into it.
-func newNamed(name string) (netns.NsHandle, error) {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	orig, err := netns.Get()
-	if err != nil {
-		return -1, err
-	}
-	defer orig.Close()
-	ns, err := netns.NewNamed(name)
-	if serr := netns.Set(orig); serr != nil {
-		// The thread is stuck in the new namespace: never let the runtime
-		// reuse it.
-		panic(fmt.Sprintf("nsbackend: cannot return to the original namespace: %v", serr))
-	}
-	if err != nil {
-		return -1, fmt.Errorf("create namespace %s: %w", name, err)
-	}
-	return ns, nil
-}
-
 // Setup implements backend.Backend.
 func (b *Backend) Setup(ctx context.Context, spec backend.Spec) (err error) {
 	if !backend.ValidRunID(spec.RunID) {
@@ -162,7 +141,7 @@ func (b *Backend) Setup(ctx context.Context, spec backend.Spec) (err error) {
 	for r, agents := range spec.Replicas {
 		bits := spec.Prefixes[r].Bits()
 		hubName := hubNS(spec.RunID, r)
-		hub, err := newNamed(hubName)
+		hub, err := nsenter.NewNamed(hubName)
 		if err != nil {
 			return err
 		}
@@ -186,7 +165,7 @@ func (b *Backend) Setup(ctx context.Context, spec backend.Spec) (err error) {
 				return err
 			}
 			an := &agentNet{agent: a, nsName: agentNS(spec.RunID, a.Instance), hub: hub, hubName: hubName, port: fmt.Sprintf("p%d", i)}
-			ns, err := newNamed(an.nsName)
+			ns, err := nsenter.NewNamed(an.nsName)
 			if err != nil {
 				return err
 			}
@@ -272,31 +251,12 @@ func (b *Backend) Setup(ctx context.Context, spec backend.Spec) (err error) {
 // disableIPv6 keeps IPv6 autoconfiguration chatter (router and neighbour
 // solicitations) out of the captures: the agents use IPv4.
 func disableIPv6(ns netns.NsHandle) {
-	_ = inNS(ns, func() error {
+	_ = nsenter.Do(ns, func() error {
 		return os.WriteFile("/proc/sys/net/ipv6/conf/all/disable_ipv6", []byte("1"), 0)
 	})
-	_ = inNS(ns, func() error {
+	_ = nsenter.Do(ns, func() error {
 		return os.WriteFile("/proc/sys/net/ipv6/conf/default/disable_ipv6", []byte("1"), 0)
 	})
-}
-
-// inNS runs f on a locked thread switched into ns.
-func inNS(ns netns.NsHandle, f func() error) error {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	orig, err := netns.Get()
-	if err != nil {
-		return err
-	}
-	defer orig.Close()
-	if err := netns.Set(ns); err != nil {
-		return err
-	}
-	ferr := f()
-	if err := netns.Set(orig); err != nil {
-		panic(fmt.Sprintf("nsbackend: cannot return to the original namespace: %v", err))
-	}
-	return ferr
 }
 
 func (b *Backend) agent(instance string) (*agentNet, error) {
@@ -366,7 +326,7 @@ func (b *Backend) Start(ctx context.Context, instance string, c backend.Cmd) (ba
 	// Pdeathsig fires when the forking thread exits: keep it locked and
 	// alive for as long as the harness runs by forking from a thread that
 	// is never handed back (see startThread).
-	if err := startThread.run(an.ns, cmd.Start); err != nil {
+	if err := startThread.Do(an.ns, cmd.Start); err != nil {
 		return nil, fmt.Errorf("start %s in %s: %w", c.Path, an.nsName, err)
 	}
 	p := &proc{cmd: cmd, done: make(chan struct{})}
@@ -532,47 +492,8 @@ func killIn(path string) {
 	}
 }
 
-// forker is a goroutine locked to one OS thread for the life of the
-// process; every agent is forked from it. Two reasons: the child inherits
-// the forking thread's network namespace, and Linux sends the parent-death
-// signal when the forking thread (not the process) exits, so that thread
-// must outlive the agents.
-type forker struct {
-	once sync.Once
-	reqs chan forkReq
-}
-
-type forkReq struct {
-	ns    netns.NsHandle
-	start func() error
-	done  chan error
-}
-
-var startThread forker
-
-func (f *forker) run(ns netns.NsHandle, start func() error) error {
-	f.once.Do(func() {
-		f.reqs = make(chan forkReq)
-		go func() {
-			runtime.LockOSThread() // never unlocked: the thread lives as long as the process
-			orig, err := netns.Get()
-			if err != nil {
-				panic(err)
-			}
-			for r := range f.reqs {
-				if err := netns.Set(r.ns); err != nil {
-					r.done <- err
-					continue
-				}
-				err := r.start()
-				if serr := netns.Set(orig); serr != nil {
-					panic(fmt.Sprintf("nsbackend: cannot return to the original namespace: %v", serr))
-				}
-				r.done <- err
-			}
-		}()
-	})
-	r := forkReq{ns: ns, start: start, done: make(chan error)}
-	f.reqs <- r
-	return <-r.done
-}
+// startThread forks every agent. Two reasons for one long-lived thread:
+// the child inherits the forking thread's network namespace, and Linux
+// sends the parent-death signal when the forking thread (not the process)
+// exits, so that thread must outlive the agents.
+var startThread nsenter.Thread

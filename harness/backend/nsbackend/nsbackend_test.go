@@ -16,13 +16,11 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"tokenbed/harness/backend"
+	"tokenbed/internal/nsenter"
+	"tokenbed/internal/testenv"
 )
 
-func requireRoot(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to create network namespaces (make test runs as root)")
-	}
-}
+func requireRoot(t *testing.T) { testenv.RequireRoot(t, "creates network namespaces") }
 
 var prefix = netip.MustParsePrefix("10.77.0.0/16")
 
@@ -90,7 +88,7 @@ func TestSetupTrafficIsolationTeardown(t *testing.T) {
 	recv := func(inst string) *net.UDPConn {
 		p, _ := b.AgentPort(inst)
 		var c *net.UDPConn
-		if err := inNS(p.NS, func() (err error) {
+		if err := nsenter.Do(p.NS, func() (err error) {
 			c, err = net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(10, 77, 0, 3), Port: 9999})
 			return err
 		}); err != nil {
@@ -102,7 +100,7 @@ func TestSetupTrafficIsolationTeardown(t *testing.T) {
 	defer c0.Close()
 	defer c1.Close()
 	pa, _ := b.AgentPort("A")
-	if err := inNS(pa.NS, func() error {
+	if err := nsenter.Do(pa.NS, func() error {
 		s, err := net.DialUDP("udp", nil, &net.UDPAddr{IP: net.IPv4(10, 77, 0, 3), Port: 9999})
 		if err != nil {
 			return err

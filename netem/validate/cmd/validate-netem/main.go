@@ -24,7 +24,7 @@ import (
 	"syscall"
 	"time"
 
-	"tokenbed/harness/uml"
+	"tokenbed/internal/uml"
 	"tokenbed/netem/validate"
 )
 

@@ -38,7 +38,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"tokenbed/harness/uml"
+	"tokenbed/internal/testenv"
+	"tokenbed/internal/uml"
 )
 
 // Options configure Reexec.
@@ -80,12 +81,7 @@ func Reexec(t testing.TB, opt Options) bool {
 		t.Logf("umltest: running %s on the host: RunOnHost holds", t.Name())
 		return false
 	}
-	if err := uml.Available(); err != nil {
-		if os.Geteuid() == 0 {
-			t.Fatalf("umltest: %s needs User Mode Linux, which is not usable on this machine (run `make deps`): %v", t.Name(), err)
-		}
-		t.Skipf("umltest: SKIP %s: it needs User Mode Linux, which is not usable, and this is not root so `make deps` cannot install it: %v", t.Name(), err)
-	}
+	testenv.RequireUML(t)
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatalf("umltest: locating the test binary: %v", err)

@@ -17,21 +17,14 @@ import (
 	"testing"
 	"time"
 
-	"tokenbed/harness/uml"
+	"tokenbed/internal/testenv"
+	"tokenbed/internal/uml"
 )
 
 // These tests boot real User Mode Linux guests (about 0.5 s each when the
 // host is idle). They need no root, only UML; as root, UML must be there,
 // since `make deps` installs it.
-func requireUML(t testing.TB) {
-	t.Helper()
-	if err := uml.Available(); err != nil {
-		if os.Geteuid() == 0 {
-			t.Fatalf("User Mode Linux is not usable here (run `make deps`): %v", err)
-		}
-		t.Skipf("SKIP: User Mode Linux is not usable and this is not root, so `make deps` cannot install it: %v", err)
-	}
-}
+func requireUML(t testing.TB) { testenv.RequireUML(t) }
 
 // logRecorder is a slog.Handler that keeps records and also shows them in
 // the test log.

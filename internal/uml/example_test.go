@@ -7,7 +7,7 @@ import (
 	"os"
 	"time"
 
-	"tokenbed/harness/uml"
+	"tokenbed/internal/uml"
 )
 
 // Apply real netem inside a guest, with the host's tc.

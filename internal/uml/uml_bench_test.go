@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"tokenbed/harness/uml"
+	"tokenbed/internal/uml"
 )
 
 // BenchmarkTrivialJob measures what a guest costs: boot to job start,
@@ -17,7 +17,7 @@ import (
 // the same run). Pinned and unpinned instances, with and without the
 // modules a netem topology loads.
 //
-//	go test -run '^$' -bench TrivialJob -benchtime 10x ./harness/uml/
+//	go test -run '^$' -bench TrivialJob -benchtime 10x ./internal/uml/
 func BenchmarkTrivialJob(b *testing.B) {
 	b.Run("host-exec", func(b *testing.B) {
 		for b.Loop() {

@@ -12,8 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"tokenbed/harness/uml"
-	"tokenbed/harness/uml/umltest"
+	"tokenbed/internal/testenv"
+	"tokenbed/internal/uml"
+	"tokenbed/internal/uml/umltest"
 )
 
 // helperEnv switches on the helper tests, which the outer tests run in a
@@ -164,9 +165,7 @@ func TestReexecReportsGuestFailureAndSkip(t *testing.T) {
 	if umltest.InGuest() {
 		t.Skip("runs helper processes from the host")
 	}
-	if err := uml.Available(); err != nil {
-		t.Skipf("SKIP: needs User Mode Linux: %v", err)
-	}
+	testenv.RequireUML(t)
 	out, code := runHelpers(t, "^TestGuestHelper(Fails|Skips)$")
 	t.Logf("child test process (exit %d):\n%s", code, out)
 	if code != 1 {
