@@ -288,8 +288,8 @@ func resolve(name string, f *File, yf *strictyaml.File) (*Experiment, error) {
 	if role == "" {
 		role = config.RoleRandomWalk
 	}
-	if !slices.Contains(config.Roles, role) {
-		yf.Errorf("$.defaults.role", "%q: roles are %s", role, strings.Join(config.Roles, ", "))
+	if !slices.Contains(config.Roles(), role) {
+		yf.Errorf("$.defaults.role", "%q: roles are %s", role, strings.Join(config.Roles(), ", "))
 	}
 	defProfile := netem.Profile{}
 	if f.Defaults.Profile != "" {
@@ -318,8 +318,8 @@ func resolve(name string, f *File, yf *strictyaml.File) (*Experiment, error) {
 		if r == "" {
 			r = role
 		}
-		if !slices.Contains(config.Roles, r) {
-			yf.Errorf(path+".role", "%q: roles are %s", r, strings.Join(config.Roles, ", "))
+		if !slices.Contains(config.Roles(), r) {
+			yf.Errorf(path+".role", "%q: roles are %s", r, strings.Join(config.Roles(), ", "))
 		}
 		if a.Generate {
 			generators++

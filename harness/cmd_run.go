@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"tokenbed/experiments"
@@ -36,7 +37,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer, log *s
 	fs := flag.NewFlagSet("harness run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var f runFlags
-	fs.StringVar(&f.backend, "backend", "netns", "netns (network namespaces) or container (Docker)")
+	fs.StringVar(&f.backend, "backend", "netns", backendUsage())
 	fs.StringVar(&f.impair, "impair", runner.ImpairAuto, "auto, kernel (host sch_netem), userspace (netem/userspace engine), uml (whole run in User Mode Linux), none")
 	fs.StringVar(&f.results, "results", "results", "results root: the run writes RESULTS/RUNID/")
 	fs.StringVar(&f.runID, "run-id", "", "run ID (default: generated, tb + 6 hex digits)")
@@ -135,8 +136,8 @@ func (f *runFlags) check() string {
 		return "--time-scale must be positive"
 	case f.duration < 0:
 		return "--duration must be positive"
-	case f.backend != "netns" && f.backend != "container":
-		return fmt.Sprintf("--backend %q: want netns or container", f.backend)
+	case backend.Check(f.backend) != nil:
+		return "--backend " + backend.Check(f.backend).Error()
 	case !slices.Contains([]string{runner.ImpairAuto, runner.ImpairKernel, runner.ImpairUserspace, runner.ImpairUML, runner.ImpairNone}, f.impair):
 		return fmt.Sprintf("--impair %q: want auto, kernel, userspace, uml or none", f.impair)
 	case f.cpu < -1:
@@ -145,6 +146,16 @@ func (f *runFlags) check() string {
 		return "--results must name a directory"
 	}
 	return ""
+}
+
+// backendUsage lists the registered backends for --backend's help.
+func backendUsage() string {
+	var b strings.Builder
+	b.WriteString("how agents run:")
+	for _, n := range backend.Names() {
+		fmt.Fprintf(&b, " %s (%s);", n, backend.About(n))
+	}
+	return strings.TrimSuffix(b.String(), ";")
 }
 
 // netemCheckNS is the scratch namespace netem.CheckKernel creates.
