@@ -17,6 +17,7 @@ import (
 	"tokenbed/harness/backend"
 	"tokenbed/harness/runner"
 	"tokenbed/netem"
+	"tokenbed/protocol"
 )
 
 type runFlags struct {
@@ -66,6 +67,10 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer, log *s
 	if err != nil {
 		fmt.Fprintln(stderr, "harness run: experiment:")
 		fmt.Fprintln(stderr, err)
+		return exitUsage
+	}
+	if _, err := protocol.Lookup(e.Protocol); err != nil {
+		fmt.Fprintf(stderr, "harness run: experiment: %s: protocol: %v\n", expPath, err)
 		return exitUsage
 	}
 	if f.replicas > 0 {

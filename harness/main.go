@@ -36,6 +36,7 @@ import (
 	"tokenbed/harness/backend"
 	"tokenbed/harness/backend/nsbackend"
 	"tokenbed/harness/runner"
+	_ "tokenbed/protocol/tokenpassing" // the protocol plug-ins this build runs
 )
 
 const (

@@ -40,17 +40,20 @@ const (
 
 // RunInfo describes a run.
 type RunInfo struct {
-	RunID       string  `json:"run_id"`
-	Experiment  string  `json:"experiment"`
-	Seed        uint64  `json:"seed"`
-	GitRevision string  `json:"git_revision"`
-	Kernel      string  `json:"kernel"`
-	Backend     string  `json:"backend"`    // netns | container
-	Impairment  string  `json:"impairment"` // kernel | userspace | uml
-	ImpairWhy   string  `json:"impairment_reason"`
-	TimeScale   float64 `json:"time_scale"`
-	NetScale    float64 `json:"network_time_scale"`
-	Replicas    int     `json:"replicas"`
+	RunID       string `json:"run_id"`
+	Experiment  string `json:"experiment"`
+	Seed        uint64 `json:"seed"`
+	GitRevision string `json:"git_revision"`
+	Kernel      string `json:"kernel"`
+	Backend     string `json:"backend"` // netns | container
+	// Protocol is the protocol plug-in the processes ran (package
+	// protocol); empty in runs before it was recorded: token passing.
+	Protocol   string  `json:"protocol,omitempty"`
+	Impairment string  `json:"impairment"` // kernel | userspace | uml
+	ImpairWhy  string  `json:"impairment_reason"`
+	TimeScale  float64 `json:"time_scale"`
+	NetScale   float64 `json:"network_time_scale"`
+	Replicas   int     `json:"replicas"`
 	// The paper timeline: its length, and the length of the consecutive
 	// shard each replica replays (replica r covers [r×shard, (r+1)×shard)).
 	PaperSeconds float64 `json:"paper_seconds"`

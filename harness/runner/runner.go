@@ -20,7 +20,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -29,7 +28,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"tokenbed/agent/ca"
-	"tokenbed/agent/config"
 	"tokenbed/agent/eventlog"
 	"tokenbed/experiments"
 	"tokenbed/harness/backend"
@@ -38,6 +36,7 @@ import (
 	"tokenbed/harness/results"
 	"tokenbed/netem"
 	"tokenbed/netem/userspace"
+	"tokenbed/protocol"
 )
 
 // AgentPort is the UDP port every agent listens on.
@@ -154,7 +153,11 @@ func Run(ctx context.Context, o Options) (dir string, err error) {
 			return dir, err
 		}
 	}
-	r := &run{o: o, e: e, dir: dir, agents: map[string]*agentRun{}, holders: map[string]string{},
+	proto, err := protocol.Lookup(e.Protocol)
+	if err != nil {
+		return "", err
+	}
+	r := &run{o: o, e: e, dir: dir, agents: map[string]*agentRun{}, proto: proto, obs: proto.NewObserver(),
 		planned: map[[2]string]netem.Profile{}, outages: map[[2]string]int{}, crashedHolder: map[int]string{}}
 	defer func() {
 		if p := recover(); p != nil {
@@ -198,19 +201,22 @@ type run struct {
 	capDev        map[string]string      // device to capture per instance (default: its port's link)
 	start         time.Time
 
-	mu      sync.Mutex
-	agents  map[string]*agentRun
-	order   []string          // instances in start order
-	holders map[string]string // token → instance holding it
-	clocks  []*results.PaperClock
-	shard   time.Duration // paper length of each replica's shard
-	passes  int
-	faults  int
+	// proto is the protocol the processes run; obs follows their logs
+	// for the schedule's targets and progress (under mu).
+	proto protocol.Protocol
+
+	mu     sync.Mutex
+	agents map[string]*agentRun
+	order  []string // instances in start order
+	obs    protocol.Observer
+	clocks []*results.PaperClock
+	shard  time.Duration // paper length of each replica's shard
+	faults int
 }
 
 func (r *run) run(ctx context.Context) (err error) {
 	o, e := r.o, r.e
-	r.info = results.RunInfo{RunID: o.RunID, Experiment: e.Name, Seed: e.Seed, GitRevision: gitRevision(), Kernel: kernelRelease(),
+	r.info = results.RunInfo{RunID: o.RunID, Experiment: e.Name, Protocol: r.proto.Name(), Seed: e.Seed, GitRevision: gitRevision(), Kernel: kernelRelease(),
 		Impairment: o.Impair, ImpairWhy: o.ImpairReason, TimeScale: e.TimeScale, NetScale: e.NetworkTimeScale,
 		Replicas: e.Replicas, Started: time.Now().UTC(), Status: "running"}
 	if err := results.WriteJSON(r.dir, results.RunFile, r.info); err != nil {
@@ -264,7 +270,7 @@ func (r *run) run(ctx context.Context) (err error) {
 		pfx := backend.ReplicaPrefix(Subnet, rep)
 		spec.Prefixes = append(spec.Prefixes, pfx)
 		for i, a := range e.Agents {
-			inst := backend.InstanceName(a.Name, rep)
+			inst := results.Instance(a.Name, rep)
 			ba := backend.Agent{Name: a.Name, Replica: rep, Instance: inst, Addr: backend.AgentAddr(pfx, i)}
 			as = append(as, ba)
 			r.agents[inst] = &agentRun{a: ba, spec: a}
@@ -309,7 +315,7 @@ func (r *run) run(ctx context.Context) (err error) {
 		nominal[inst] = r.nominalHold(inst)
 	}
 	for rep := 0; rep < e.Replicas; rep++ {
-		c := results.NewPaperClock(e.TimeScale, r.start.UnixNano())
+		c := results.NewPaperClock(e.TimeScale, r.start.UnixNano(), r.proto.Basis)
 		c.Nominal = nominal
 		r.clocks = append(r.clocks, c)
 	}
@@ -407,19 +413,9 @@ func (r *run) startCapture(ctx context.Context) error {
 	return nil
 }
 
-// nominalHold is inst's configured hold in wall time (ns), or 0 when its
-// role has no fixed hold (the Wandering Token's holds vary).
-func (r *run) nominalHold(inst string) int64 {
-	spec := r.agents[inst].spec
-	if spec.Role != "" && spec.Role != config.RoleRandomWalk {
-		return 0
-	}
-	h := spec.Config.RandomWalk.Hold
-	if h == 0 {
-		h = 10 * time.Second // the agent's default (002 §3.3)
-	}
-	return int64(float64(h) / r.e.TimeScale)
-}
+// nominalHold is inst's nominal interval of application time in wall ns
+// (the protocol's; 0 when it has none).
+func (r *run) nominalHold(inst string) int64 { return r.proto.NominalNS(r.e, r.agents[inst].spec) }
 
 func (r *run) writeTopology() error {
 	var t results.Topology
@@ -471,83 +467,30 @@ func (r *run) writeConfigs() error {
 // from the same file.
 func (r *run) writeJoinConfig(inst, via string) error { return r.writeConfig(inst, []string{via}) }
 
-// writeConfig writes inst's configuration file listing peers.
+// writeConfig writes inst's configuration file listing peers, as its
+// protocol words it.
 func (r *run) writeConfig(inst string, peers []string) error {
 	ar := r.agents[inst]
-	var b strings.Builder
-	fmt.Fprintf(&b, "name: %s\nlisten: %s\nca: %s\ncredentials: %s\nlog: %s\nrole: %s\nseed: %d\ntime_scale: %v\nnetwork_time_scale: %v\n",
-		inst, netip.AddrPortFrom(ar.a.Addr, AgentPort), filepath.Join(r.keyDir, ca.CACertFile), r.keyDir,
-		filepath.Join(r.absDir(), results.LogsDir, inst+".jsonl"), ar.spec.Role, r.e.Seed^hash(inst), r.e.TimeScale, r.e.NetworkTimeScale)
-	if d := ar.spec.Config.DropRate; d > 0 {
-		fmt.Fprintf(&b, "drop_rate: %v\n", d)
-	}
-	if f := ar.spec.Config.Fault; f != "" {
-		fmt.Fprintf(&b, "fault: %s\n", f)
-	}
-	if d := ar.spec.Config.DirectoryTTL; d > 0 {
-		fmt.Fprintf(&b, "directory_ttl: %s\n", d)
-	}
-	b.WriteString("peers:\n")
+	var ps []protocol.Process
 	for _, other := range peers {
-		oa := r.agents[other]
-		// Replicas after the first replay the middle of the paper's
-		// run, where every agent cached its peers' keys long ago
-		// (002 §3): they start warm. Cold, each would pay the first
-		// contact (a Move dropped for an unknown key, one Move
-		// timeout) once per pair, and 16 replicas would put 16 such
-		// passes into a latency mean where the paper has one.
-		cert := ""
-		if ar.a.Replica > 0 {
-			cert = fmt.Sprintf(", certificate: %q", filepath.Join(r.keyDir, ca.CertFile(other)))
-		}
-		fmt.Fprintf(&b, "  - {name: %s, addr: \"%s\"%s}\n", other, netip.AddrPortFrom(oa.a.Addr, AgentPort), cert)
+		ps = append(ps, r.process(other))
 	}
-	p := ar.spec.Config.Passing
-	b.WriteString("passing:\n")
-	writeDur(&b, "move_timeout", p.MoveTimeout)
-	writeDur(&b, "ack_timeout", p.AckTimeout)
-	writeDur(&b, "commit_timeout", p.CommitTimeout)
-	writeInt(&b, "move_retries", p.MoveRetries)
-	writeInt(&b, "ack_retries", p.AckRetries)
-	writeInt(&b, "commit_retries", p.CommitRetries)
-	if p.Linger != nil {
-		fmt.Fprintf(&b, "  linger: %s\n", *p.Linger)
+	files := protocol.Files{CACert: filepath.Join(r.keyDir, ca.CACertFile), Credentials: r.keyDir,
+		PeerCert: func(i string) string { return filepath.Join(r.keyDir, ca.CertFile(i)) },
+		Log:      filepath.Join(r.absDir(), results.LogsDir, inst+".jsonl")}
+	b, err := r.proto.Config(r.e, r.process(inst), ps, files, r.e.Seed^hash(inst))
+	if err != nil {
+		return fmt.Errorf("%s: configuration: %w", inst, err)
 	}
-	rw := ar.spec.Config.RandomWalk
-	b.WriteString("randomwalk:\n")
-	writeDur(&b, "hold", rw.Hold)
-	writeDur(&b, "expected_return", rw.ExpectedReturn)
-	if rw.RegenerateAfter != nil {
-		fmt.Fprintf(&b, "  regenerate_after: %v\n", *rw.RegenerateAfter)
-	}
-	if rw.RegenerateJitter != nil {
-		fmt.Fprintf(&b, "  regenerate_jitter: %v\n", *rw.RegenerateJitter)
-	}
-	fmt.Fprintf(&b, "  generate_at_start: %v\n", ar.spec.Generate && ar.spec.Role == config.RoleRandomWalk)
-	wd := ar.spec.Config.Wandering
-	b.WriteString("wandering:\n")
-	writeDur(&b, "op", wd.Op)
-	writeDur(&b, "skip", wd.Skip)
-	writeDur(&b, "min", wd.Min)
-	writeDur(&b, "generate", wd.Generate)
-	if wd.NMax != 0 {
-		fmt.Fprintf(&b, "  nmax: %d\n", wd.NMax)
-	}
-	fmt.Fprintf(&b, "  generate_at_start: %v\n", ar.spec.Generate && ar.spec.Role == config.RoleWandering)
 	ar.cfgPath = filepath.Join(r.keyDir, inst+".yaml")
-	return os.WriteFile(ar.cfgPath, []byte(b.String()), 0o600)
+	return os.WriteFile(ar.cfgPath, b, 0o600)
 }
 
-func writeDur(b *strings.Builder, k string, d time.Duration) {
-	if d != 0 {
-		fmt.Fprintf(b, "  %s: %s\n", k, d)
-	}
-}
-
-func writeInt(b *strings.Builder, k string, v *int) {
-	if v != nil {
-		fmt.Fprintf(b, "  %s: %d\n", k, *v)
-	}
+// process is inst as its protocol sees it.
+func (r *run) process(inst string) protocol.Process {
+	ar := r.agents[inst]
+	return protocol.Process{Instance: inst, Name: ar.a.Name, Replica: ar.a.Replica,
+		Addr: netip.AddrPortFrom(ar.a.Addr, AgentPort), Spec: ar.spec}
 }
 
 func hash(s string) uint64 {
@@ -570,13 +513,7 @@ func (r *run) absDir() string {
 // through (002 §3.2), which its configuration lists (writeJoinConfig).
 func (r *run) startAgent(ctx context.Context, inst, join string) error {
 	ar := r.agents[inst]
-	args := []string{"run", "--config", ar.cfgPath}
-	if r.o.RTPriority != 0 {
-		args = append(args, "--rt-priority", strconv.Itoa(r.o.RTPriority))
-	}
-	if join != "" {
-		args = append(args, "--join", join)
-	}
+	args := r.proto.Args(ar.cfgPath, protocol.Start{Join: join, RTPriority: r.o.RTPriority})
 	stderr, err := os.OpenFile(filepath.Join(r.dir, results.LogsDir, inst+".stderr"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
@@ -681,7 +618,8 @@ func (r *run) cleanup() error {
 		}
 	}
 	if r.hlog != nil {
-		r.event(eventlog.Event{Kind: eventlog.RunFinished, Detail: fmt.Sprintf("%d passes, %d faults injected", r.passes, r.faults)})
+		n, what := r.obs.Progress()
+		r.event(eventlog.Event{Kind: eventlog.RunFinished, Detail: fmt.Sprintf("%d %s, %d faults injected", n, what, r.faults)})
 	}
 	if r.eng != nil {
 		st := r.eng.Stats()
