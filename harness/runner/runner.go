@@ -4,8 +4,21 @@
 // nemesis: profile changes, outages, crashes, restarts, joins, leaves),
 // records every action in the harness event log and the capture, and
 // leaves a results directory for analysis. Data flows one way: experiment
-// → runner → agents → logs and capture; the runner only reads agents' logs
-// to aim a crash at whoever holds the token and to show progress.
+// → runner → processes → logs and capture; the runner only reads the
+// processes' logs to feed the protocol's live observer (a crash aimed at
+// "holder") and the paper clock, and to show progress.
+//
+// The runner knows no protocol: the experiment's protocol plug-in
+// (package protocol) writes each process's configuration, gives its
+// command line, resolves the schedule's protocol words and classifies
+// events for the paper clock.
+//
+// Files: runner.go (options, the run's steps), configs.go (credentials
+// and configuration files), topology.go (impairment, capture, topology),
+// agents.go (starting processes), schedule.go (the nemesis), cleanup.go,
+// registry.go (the run registry that harness clean reads),
+// provenance.go (revision and kernel), kerneltree.go and userspace.go
+// (the impairment paths).
 package runner
 
 import (
@@ -19,15 +32,9 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
-	"runtime/debug"
-	"strings"
 	"sync"
-	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
-
-	"tokenbed/agent/ca"
 	"tokenbed/agent/eventlog"
 	"tokenbed/experiments"
 	"tokenbed/harness/backend"
@@ -353,373 +360,10 @@ func (r *run) event(ev eventlog.Event) {
 	}
 }
 
-// credentials creates the run's CA and every member's key pair. Keys stay
-// in a private temporary directory; certificates go to the results.
-func (r *run) credentials() error {
-	dir, err := os.MkdirTemp("", "tokenbed-"+r.o.RunID+"-keys-")
-	if err != nil {
-		return err
-	}
-	r.keyDir = dir
-	if err := ca.Init(dir); err != nil {
-		return err
-	}
-	copyFile(filepath.Join(dir, ca.CACertFile), filepath.Join(r.dir, results.CADir, ca.CACertFile))
-	for _, inst := range r.order {
-		if err := ca.Issue(dir, inst); err != nil {
-			return err
-		}
-		copyFile(filepath.Join(dir, ca.CertFile(inst)), filepath.Join(r.dir, results.CADir, ca.CertFile(inst)))
-	}
-	return nil
-}
-
-// impair applies every direction's profile, scaled to network time, on
-// the queue toward its receiver, keyed by sender (impairKernel).
-func (r *run) impair() error {
-	r.trees = map[string]*netem.Tree{}
-	if r.o.Impair == ImpairNone {
-		return nil
-	}
-	if r.o.Impair == ImpairUserspace {
-		return r.impairUserspace()
-	}
-	if r.o.Impair != ImpairKernel {
-		return fmt.Errorf("impairment %q is not available with the %s backend", r.o.Impair, r.be.Name())
-	}
-	return r.impairKernel()
-}
-
-func (r *run) startCapture(ctx context.Context) error {
-	var ifs []capture.Interface
-	for _, inst := range r.order {
-		p, err := r.be.AgentPort(inst)
-		if err != nil {
-			return err
-		}
-		dev := p.Link
-		if d := r.capDev[inst]; d != "" {
-			dev = d
-		}
-		ifs = append(ifs, capture.Interface{Name: inst + "/" + dev, Device: dev, NetNSPath: p.NSPath,
-			Description: fmt.Sprintf("agent %s, %v:%d", inst, r.agents[inst].a.Addr, AgentPort)})
-	}
-	c, err := capture.Create(ctx, filepath.Join(r.dir, results.CaptureFile), capture.Config{Interfaces: ifs,
-		Comment: fmt.Sprintf("tokenbed run %s, experiment %s, seed %d", r.o.RunID, r.e.Name, r.e.Seed)})
-	if err != nil {
-		return fmt.Errorf("capture: %w", err)
-	}
-	r.cap = c
-	return nil
-}
-
-// nominalHold is inst's nominal interval of application time in wall ns
-// (the protocol's; 0 when it has none).
-func (r *run) nominalHold(inst string) int64 { return r.proto.NominalNS(r.e, r.agents[inst].spec) }
-
-func (r *run) writeTopology() error {
-	var t results.Topology
-	t.Port = AgentPort
-	for _, inst := range r.order {
-		a := r.agents[inst].a
-		p, _ := r.be.AgentPort(inst)
-		where := p.Name
-		if where == "" {
-			where = filepath.Base(p.NSPath)
-		}
-		t.Agents = append(t.Agents, results.AgentInfo{Name: a.Name, Replica: a.Replica, Instance: inst,
-			Addr: netip.AddrPortFrom(a.Addr, AgentPort).String(), Namespace: where, Interface: p.Link,
-			Log: filepath.Join(results.LogsDir, inst+".jsonl"), HoldNS: r.nominalHold(inst)})
-	}
-	for _, d := range r.e.Directions {
-		t.Directions = append(t.Directions, results.DirectionInfo{From: d.From, To: d.To,
-			Profile: experiments.ScaleNetwork(d.Profile, r.e.NetworkTimeScale).String(), Paper: d.Text})
-	}
-	return results.WriteJSON(r.dir, results.TopologyFile, t)
-}
-
-// writeConfigs writes every agent's configuration file (in the key
-// directory: it names the keys). An agent knows every member of its
-// replica that runs from the start; a later agent knows nobody until its
-// join step (writeJoinConfig).
-func (r *run) writeConfigs() error {
-	for _, inst := range r.order {
-		ar := r.agents[inst]
-		var peers []string
-		if !ar.spec.Later {
-			for _, other := range r.order {
-				oa := r.agents[other]
-				if other != inst && oa.a.Replica == ar.a.Replica && !oa.spec.Later {
-					peers = append(peers, other)
-				}
-			}
-		}
-		if err := r.writeConfig(inst, peers); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// writeJoinConfig gives a joining agent what 002 §3.2 gives it: the
-// address of one member, via, and nothing else; it learns the others from
-// the directories piggybacked on the passes. Restarted later, it starts
-// from the same file.
-func (r *run) writeJoinConfig(inst, via string) error { return r.writeConfig(inst, []string{via}) }
-
-// writeConfig writes inst's configuration file listing peers, as its
-// protocol words it.
-func (r *run) writeConfig(inst string, peers []string) error {
-	ar := r.agents[inst]
-	var ps []protocol.Process
-	for _, other := range peers {
-		ps = append(ps, r.process(other))
-	}
-	files := protocol.Files{CACert: filepath.Join(r.keyDir, ca.CACertFile), Credentials: r.keyDir,
-		PeerCert: func(i string) string { return filepath.Join(r.keyDir, ca.CertFile(i)) },
-		Log:      filepath.Join(r.absDir(), results.LogsDir, inst+".jsonl")}
-	b, err := r.proto.Config(r.e, r.process(inst), ps, files, r.e.Seed^hash(inst))
-	if err != nil {
-		return fmt.Errorf("%s: configuration: %w", inst, err)
-	}
-	ar.cfgPath = filepath.Join(r.keyDir, inst+".yaml")
-	return os.WriteFile(ar.cfgPath, b, 0o600)
-}
-
-// process is inst as its protocol sees it.
-func (r *run) process(inst string) protocol.Process {
-	ar := r.agents[inst]
-	return protocol.Process{Instance: inst, Name: ar.a.Name, Replica: ar.a.Replica,
-		Addr: netip.AddrPortFrom(ar.a.Addr, AgentPort), Spec: ar.spec}
-}
-
-func hash(s string) uint64 {
-	h := uint64(14695981039346656037)
-	for i := 0; i < len(s); i++ {
-		h = (h ^ uint64(s[i])) * 1099511628211
-	}
-	return h
-}
-
 func (r *run) absDir() string {
 	d, err := filepath.Abs(r.dir)
 	if err != nil {
 		return r.dir
 	}
 	return d
-}
-
-// startAgent starts (or restarts) an agent; join names the member to join
-// through (002 §3.2), which its configuration lists (writeJoinConfig).
-func (r *run) startAgent(ctx context.Context, inst, join string) error {
-	ar := r.agents[inst]
-	args := r.proto.Args(ar.cfgPath, protocol.Start{Join: join, RTPriority: r.o.RTPriority})
-	stderr, err := os.OpenFile(filepath.Join(r.dir, results.LogsDir, inst+".stderr"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return err
-	}
-	defer stderr.Close()
-	p, err := r.be.Start(ctx, inst, backend.Cmd{Path: r.o.AgentBin, Args: args, Env: []string{"GOTRACEBACK=crash", "GOMAXPROCS=1"}, Stdout: stderr, Stderr: stderr})
-	if err != nil {
-		return err
-	}
-	r.mu.Lock()
-	ar.proc, ar.running = p, true
-	if ar.tail == nil {
-		ar.tail = newTailer(filepath.Join(r.dir, results.LogsDir, inst+".jsonl"))
-	}
-	r.mu.Unlock()
-	go func() {
-		code, sig, err := p.Wait()
-		r.mu.Lock()
-		if ar.proc == p {
-			ar.running = false
-		}
-		r.mu.Unlock()
-		detail := fmt.Sprintf("exit status %d", code)
-		if sig != 0 {
-			detail = fmt.Sprintf("killed by signal %d (%v)", int(sig), sig)
-		}
-		if err != nil {
-			detail = err.Error()
-		}
-		r.event(eventlog.Event{Kind: eventlog.AgentExit, Peer: inst, Detail: detail})
-	}()
-	return nil
-}
-
-// waitStarted waits until every started agent has logged agent_started,
-// and fails with the agent's own words if one exits first.
-func (r *run) waitStarted(ctx context.Context) error {
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		waiting := ""
-		for _, inst := range r.order {
-			ar := r.agents[inst]
-			if ar.proc == nil {
-				continue
-			}
-			started := false
-			f, err := os.Open(filepath.Join(r.dir, results.LogsDir, inst+".jsonl"))
-			if err == nil {
-				b := make([]byte, 4096)
-				n, _ := f.Read(b)
-				f.Close()
-				started = strings.Contains(string(b[:n]), `"kind":"agent_started"`)
-			}
-			r.mu.Lock()
-			running := ar.running
-			r.mu.Unlock()
-			if !started && !running {
-				msg, _ := os.ReadFile(filepath.Join(r.dir, results.LogsDir, inst+".stderr"))
-				return fmt.Errorf("agent %s exited at start: %s", inst, strings.TrimSpace(string(msg)))
-			}
-			if !started {
-				waiting = inst
-			}
-		}
-		if waiting == "" {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("agent %s did not start within 30 s", waiting)
-		}
-		select {
-		case <-ctx.Done():
-			return context.Cause(ctx)
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
-}
-
-// cleanup stops the agents (SIGTERM, then SIGKILL), the capture, and
-// removes everything the run created on the host.
-func (r *run) cleanup() error {
-	var errs []error
-	r.mu.Lock()
-	var procs []backend.Process
-	for _, ar := range r.agents {
-		if ar.proc != nil && ar.running {
-			procs = append(procs, ar.proc)
-		}
-	}
-	r.mu.Unlock()
-	for _, p := range procs {
-		p.Signal(syscall.SIGTERM)
-	}
-	deadline := time.After(5 * time.Second)
-	for _, p := range procs {
-		done := make(chan struct{})
-		go func() { p.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-deadline:
-			p.Signal(syscall.SIGKILL)
-		}
-	}
-	if r.hlog != nil {
-		n, what := r.obs.Progress()
-		r.event(eventlog.Event{Kind: eventlog.RunFinished, Detail: fmt.Sprintf("%d %s, %d faults injected", n, what, r.faults)})
-	}
-	if r.eng != nil {
-		st := r.eng.Stats()
-		var delivered, late uint64
-		for _, d := range st.Directions {
-			delivered += d.Delivered
-			late += d.Late
-		}
-		// How faithful the emulator was: analysis reports it beside the
-		// latency figures.
-		summary := fmt.Sprintf("realtime=%v bias=%v delivered=%d late_over_1ms=%d", st.Realtime, time.Duration(st.BiasNS), delivered, late)
-		r.o.Log.Info("userspace engine", "summary", summary)
-		r.event(eventlog.Event{Kind: eventlog.HarnessNotice, Reason: "engine_summary", Detail: summary})
-		if u := st.Unintended(); u > 0 {
-			r.o.Log.Warn("userspace engine: drops the profiles did not ask for", "count", u, "stats", fmt.Sprintf("%+v", st))
-			r.event(eventlog.Event{Kind: eventlog.HarnessNotice, Reason: "engine_unintended_drops", Detail: fmt.Sprintf("%d: %+v", u, st)})
-		}
-		if err := r.eng.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("userspace engine: %w", err))
-		}
-		r.eng = nil
-	}
-	if r.cap != nil {
-		st, err := r.cap.Stop()
-		if err != nil {
-			errs = append(errs, fmt.Errorf("capture: %w", err))
-		}
-		if d := st.Drops(); d > 0 {
-			r.o.Log.Warn("capture dropped packets", "drops", d)
-		}
-		r.cap = nil
-	}
-	if r.be != nil {
-		if err := r.removeOwnDevices(); err != nil {
-			errs = append(errs, err)
-		}
-		if err := r.be.Teardown(context.Background()); err != nil {
-			errs = append(errs, err)
-		}
-		r.be = nil
-	}
-	if r.keyDir != "" {
-		os.RemoveAll(r.keyDir)
-		r.keyDir = ""
-	}
-	if r.hfile != nil {
-		r.hfile.Close()
-		r.hfile = nil
-	}
-	for _, ar := range r.agents {
-		if ar.tail != nil {
-			ar.tail.close()
-		}
-	}
-	return errors.Join(errs...)
-}
-
-func copyFile(src, dst string) error {
-	b, err := os.ReadFile(src)
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(dst, b, 0o644)
-}
-
-// gitRevision is the revision the running binary was built from, as the
-// Go toolchain stamped it: not whatever repository the run happens to be
-// started in.
-func gitRevision() string {
-	info, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "unknown"
-	}
-	return revisionOf(info)
-}
-
-func revisionOf(info *debug.BuildInfo) string {
-	rev, dirty := "", false
-	for _, s := range info.Settings {
-		switch s.Key {
-		case "vcs.revision":
-			rev = s.Value
-		case "vcs.modified":
-			dirty = s.Value == "true"
-		}
-	}
-	if rev == "" {
-		return "unknown"
-	}
-	rev = rev[:min(len(rev), 12)]
-	if dirty {
-		rev += "-dirty"
-	}
-	return rev
-}
-
-func kernelRelease() string {
-	var u unix.Utsname
-	if err := unix.Uname(&u); err != nil {
-		return "unknown"
-	}
-	return unix.ByteSliceToString(u.Release[:]) + " " + unix.ByteSliceToString(u.Version[:])
 }
