@@ -23,15 +23,12 @@
 package protocol
 
 import (
-	"fmt"
 	"net/netip"
-	"slices"
-	"strings"
-	"sync"
 
 	"tokenbed/agent/eventlog"
 	"tokenbed/experiments"
 	"tokenbed/harness/results"
+	"tokenbed/internal/registry"
 )
 
 // Process is one process of a run as the runner placed it.
@@ -104,36 +101,17 @@ type Observer interface {
 	Progress() (n int, what string)
 }
 
-var (
-	regMu    sync.Mutex
-	registry = map[string]Protocol{}
-)
-
 // Default is the protocol of an experiment file that names none.
 const Default = "tokenpassing"
 
+var protocols = registry.New[Protocol]("protocol")
+
 // Register makes a protocol known by its name. Plug-ins call it from
 // init; registering a name twice panics.
-func Register(p Protocol) {
-	regMu.Lock()
-	defer regMu.Unlock()
-	if _, dup := registry[p.Name()]; dup {
-		panic("protocol: " + p.Name() + " registered twice")
-	}
-	registry[p.Name()] = p
-}
+func Register(p Protocol) { protocols.Register(p.Name(), p) }
 
 // Names lists the registered protocols, sorted.
-func Names() []string {
-	regMu.Lock()
-	defer regMu.Unlock()
-	var out []string
-	for n := range registry {
-		out = append(out, n)
-	}
-	slices.Sort(out)
-	return out
-}
+func Names() []string { return protocols.Names() }
 
 // Lookup returns the named protocol ("" is Default), or an error listing
 // the registered ones.
@@ -141,11 +119,5 @@ func Lookup(name string) (Protocol, error) {
 	if name == "" {
 		name = Default
 	}
-	regMu.Lock()
-	p, ok := registry[name]
-	regMu.Unlock()
-	if !ok {
-		return nil, fmt.Errorf("protocol %q is not registered (known: %s)", name, strings.Join(Names(), ", "))
-	}
-	return p, nil
+	return protocols.Lookup(name)
 }

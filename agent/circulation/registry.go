@@ -2,9 +2,8 @@ package circulation
 
 import (
 	"fmt"
-	"slices"
-	"strings"
-	"sync"
+
+	"tokenbed/internal/registry"
 )
 
 // Factory makes a policy from its resolved configuration: the value the
@@ -13,60 +12,37 @@ import (
 // returns an error.
 type Factory func(cfg any) (Policy, error)
 
-var (
-	regMu    sync.Mutex
-	registry = map[string]Factory{}
-)
+var policies = registry.New[Factory]("role")
 
 // Register makes a policy known by its role name (as containerlab's
 // runtime.Register). Policy packages call it from init; the agent binary
 // imports them. Registering a name twice panics.
-func Register(role string, f Factory) {
-	regMu.Lock()
-	defer regMu.Unlock()
-	if _, dup := registry[role]; dup {
-		panic("circulation: " + role + " registered twice")
-	}
-	registry[role] = f
-}
+func Register(role string, f Factory) { policies.Register(role, f) }
 
 // Roles lists the registered policies, sorted.
-func Roles() []string {
-	regMu.Lock()
-	defer regMu.Unlock()
-	var out []string
-	for n := range registry {
-		out = append(out, n)
-	}
-	slices.Sort(out)
-	return out
-}
-
-// UnknownRoleError says that no policy is registered under Role.
-type UnknownRoleError struct{ Role string }
-
-func (e *UnknownRoleError) Error() string {
-	return fmt.Sprintf("%q: this agent runs roles %s", e.Role, strings.Join(Roles(), ", "))
-}
+func Roles() []string { return policies.Names() }
 
 // Known reports whether a policy is registered under role.
 func Known(role string) bool {
-	regMu.Lock()
-	defer regMu.Unlock()
-	_, ok := registry[role]
-	return ok
+	_, err := policies.Lookup(role)
+	return err == nil
 }
 
 // New makes the policy registered under role from its configuration. An
-// unknown role is an *UnknownRoleError: never a silent default.
+// unknown role is a *registry.UnknownError listing the registered roles:
+// never a silent default.
 func New(role string, cfg any) (Policy, error) {
-	regMu.Lock()
-	f, ok := registry[role]
-	regMu.Unlock()
-	if !ok {
-		return nil, &UnknownRoleError{Role: role}
+	f, err := policies.Lookup(role)
+	if err != nil {
+		return nil, err
 	}
 	return f(cfg)
+}
+
+// UnknownRole is the error for a role no policy is registered under.
+func UnknownRole(role string) error {
+	_, err := policies.Lookup(role)
+	return err
 }
 
 // Typed adapts a constructor of one configuration type to a Factory.

@@ -9,6 +9,7 @@ import (
 	"tokenbed/agent/circulation"
 	"tokenbed/agent/circulation/randomwalk"
 	"tokenbed/agent/circulation/wandering"
+	"tokenbed/internal/registry"
 )
 
 func TestRegistry(t *testing.T) {
@@ -23,8 +24,8 @@ func TestRegistry(t *testing.T) {
 		t.Errorf("randomwalk with a wandering configuration: %v, want a type error", err)
 	}
 	_, err = circulation.New("ring", nil)
-	var unk *circulation.UnknownRoleError
+	var unk *registry.UnknownError
 	if !errors.As(err, &unk) || !strings.Contains(err.Error(), `"ring"`) || !strings.Contains(err.Error(), "randomwalk, wandering") {
-		t.Errorf("New(ring) error %v: want an UnknownRoleError listing the roles", err)
+		t.Errorf("New(ring) error %v: want an UnknownError listing the roles", err)
 	}
 }

@@ -212,7 +212,7 @@ func (c *Config) Validate() (*Resolved, error) {
 		r.Role = RoleRandomWalk
 	}
 	if !circulation.Known(r.Role) {
-		c.errorf("$.role", "%v", &circulation.UnknownRoleError{Role: r.Role})
+		c.errorf("$.role", "%v", circulation.UnknownRole(r.Role))
 	}
 	if r.TimeScale == 0 {
 		r.TimeScale = 1
