@@ -297,7 +297,7 @@ func (c *Config) Validate() (*Resolved, error) {
 		pc.Linger = *c.Passing.Linger
 	}
 
-	rw := randomwalk.Config{Hold: 10 * time.Second, RegenerateAfter: 10, RegenerateJitter: 0.1,
+	rw := randomwalk.Config{Hold: randomwalk.DefaultHold, RegenerateAfter: 10, RegenerateJitter: 0.1,
 		GenerateAtStart: c.RandomWalk.GenerateAtStart, JoinPeer: c.Join, ExpectedReturn: c.RandomWalk.ExpectedReturn}
 	if c.RandomWalk.Hold < 0 {
 		c.errorf("$.randomwalk.hold", "must not be negative")

@@ -9,10 +9,10 @@ package tokenpassing
 
 import (
 	"strconv"
-	"time"
 
 	"github.com/goccy/go-yaml"
 
+	"tokenbed/agent/circulation/randomwalk"
 	"tokenbed/agent/config"
 	"tokenbed/agent/eventlog"
 	"tokenbed/experiments"
@@ -82,14 +82,10 @@ func (Protocol) NominalNS(e *experiments.Experiment, a experiments.Agent) int64 
 	}
 	h := a.Config.RandomWalk.Hold
 	if h == 0 {
-		h = DefaultHold
+		h = randomwalk.DefaultHold // the agent's default
 	}
 	return int64(float64(h) / e.TimeScale)
 }
-
-// DefaultHold is the agent's hold when the experiment sets none (002
-// §3.3).
-const DefaultHold = 10 * time.Second
 
 // Basis implements protocol.Protocol: a hold runs from a token_acquired to
 // the pass_started, release or discard that ends it.

@@ -88,6 +88,10 @@ type Policy struct {
 }
 
 // New returns the policy for cfg, which must be valid.
+// DefaultHold is the hold of a configuration that sets none: the paper's
+// 10 s per visit (002 §3.3).
+const DefaultHold = 10 * time.Second
+
 // Role is the policy's name in configuration files and logs.
 const Role = "randomwalk"
 
