@@ -258,8 +258,12 @@ func judge(in input) judged {
 
 	c := &Context{input: in, s: s, hs: h.holds(), paper: h.paperTimes(info)}
 	s.Agents = agentFigures(h, c.paper)
-	all, _ := Compose(c)
-	s.Requirements = all.Results
+	all, err := Compose(c)
+	if err != nil {
+		s.Notes = append(s.Notes, "checks: "+err.Error())
+	} else {
+		s.Requirements = all.Results
+	}
 	hs, paper, lat := c.hs, c.paper, c.lat
 
 	// Network failures tolerated, and outages.

@@ -5,6 +5,9 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"tokenbed/protocol"
+	"tokenbed/protocol/tokenpassing"
 )
 
 // Checker is one check, as Jepsen's checker protocol: it takes a history
@@ -39,17 +42,18 @@ type registered struct {
 	c    Checker
 }
 
-// checkers in the order they run: a checker may use what the ones before
-// it derived (liveness the losses).
-var checkers []registered
+// checkers of each protocol, in the order they run: a checker may use
+// what the ones before it derived (liveness the losses).
+var checkers = map[string][]registered{}
 
-// RegisterChecker adds a checker under name, run after those registered
-// before it. Registering a name twice panics.
-func RegisterChecker(name string, c Checker) {
-	if slices.ContainsFunc(checkers, func(r registered) bool { return r.name == name }) {
-		panic("analysis: checker " + name + " registered twice")
+// RegisterChecker adds a checker of proto's runs under name, run after
+// those registered before it. A new protocol brings its own checkers; the
+// framework does not change. Registering a name twice panics.
+func RegisterChecker(proto, name string, c Checker) {
+	if slices.ContainsFunc(checkers[proto], func(r registered) bool { return r.name == name }) {
+		panic("analysis: checker " + name + " of " + proto + " registered twice")
 	}
-	checkers = append(checkers, registered{name, c})
+	checkers[proto] = append(checkers[proto], registered{name, c})
 }
 
 // Composite is the merged verdict of several checkers (Jepsen's compose).
@@ -73,23 +77,33 @@ func (c Composite) Verdict() Verdict {
 	return v
 }
 
-// Compose runs the named checkers (all registered ones when names is
-// empty) on c, in registration order, and merges their verdicts. An
-// unknown name is an error listing the registered ones.
+// Compose runs the named checkers of the run's protocol (all of its
+// registered ones when names is empty) on c, in registration order, and
+// merges their verdicts. An unknown name is an error listing the
+// registered ones; so is a protocol without checkers (nothing would be
+// judged, and nothing passes vacuously).
 func Compose(c *Context, names ...string) (Composite, error) {
+	proto := c.info.Protocol
+	if proto == "" {
+		proto = protocol.Default
+	}
+	regs := checkers[proto]
+	if len(regs) == 0 {
+		return Composite{}, fmt.Errorf("protocol %q: no checkers registered", proto)
+	}
 	want := map[string]bool{}
 	for _, n := range names {
-		if !slices.ContainsFunc(checkers, func(r registered) bool { return r.name == n }) {
+		if !slices.ContainsFunc(regs, func(r registered) bool { return r.name == n }) {
 			var known []string
-			for _, r := range checkers {
+			for _, r := range regs {
 				known = append(known, r.name)
 			}
-			return Composite{}, fmt.Errorf("checker %q: want one of %s", n, strings.Join(known, ", "))
+			return Composite{}, fmt.Errorf("checker %q of %s: want one of %s", n, proto, strings.Join(known, ", "))
 		}
 		want[n] = true
 	}
 	out := Composite{Results: map[string]Requirement{}}
-	for _, r := range checkers {
+	for _, r := range regs {
 		if len(want) > 0 && !want[r.name] {
 			continue
 		}
@@ -103,22 +117,22 @@ func Compose(c *Context, names ...string) (Composite, error) {
 // and agents. Duplication runs first, as it always has: the loss checker
 // reads the holds it does not change.
 func init() {
-	RegisterChecker("duplication", CheckerFunc(func(c *Context) Requirement {
+	RegisterChecker(tokenpassing.Name, "duplication", CheckerFunc(func(c *Context) Requirement {
 		c.s.Duplications = duplication(c.hs)
 		return checkDuplication(c.hs, c.s.Duplications, c.b)
 	}))
-	RegisterChecker("loss", CheckerFunc(func(c *Context) Requirement {
+	RegisterChecker(tokenpassing.Name, "loss", CheckerFunc(func(c *Context) Requirement {
 		var r Requirement
 		r, c.losses = checkLoss(c.s, c.h, c.hs, c.cf, c.exp, c.paper, c.b)
 		return r
 	}))
-	RegisterChecker("latency", CheckerFunc(func(c *Context) Requirement {
+	RegisterChecker(tokenpassing.Name, "latency", CheckerFunc(func(c *Context) Requirement {
 		c.lat = latencies(c.s, c.h)
 		return checkLatency(c.s, c.topo, c.exp, c.lat, c.b)
 	}))
-	RegisterChecker("validation", CheckerFunc(func(c *Context) Requirement { return checkValidation(c.s, c.h, c.cf, c.b) }))
-	RegisterChecker("liveness", CheckerFunc(func(c *Context) Requirement {
+	RegisterChecker(tokenpassing.Name, "validation", CheckerFunc(func(c *Context) Requirement { return checkValidation(c.s, c.h, c.cf, c.b) }))
+	RegisterChecker(tokenpassing.Name, "liveness", CheckerFunc(func(c *Context) Requirement {
 		return checkLiveness(c.s, c.h, c.exp, c.losses, c.paper, c.b)
 	}))
-	RegisterChecker("agents", CheckerFunc(func(c *Context) Requirement { return checkAgents(c.h, c.exp) }))
+	RegisterChecker(tokenpassing.Name, "agents", CheckerFunc(func(c *Context) Requirement { return checkAgents(c.h, c.exp) }))
 }

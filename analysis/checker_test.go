@@ -18,7 +18,7 @@ import (
 // testdata/checks (datadriven, as etcd raft's testdata: a command, ----,
 // the verdicts; go test -run TestCheckers -rewrite regenerates them).
 //
-//	judge history=FILE [exp=FILE] [checkers=a,b] [capture=none] [drop-commit=N]
+//	judge history=FILE [exp=FILE] [checkers=a,b] [capture=none] [drop-commit=N] [protocol=P]
 //
 // prints each checker's verdict and value, every token loss with its
 // cause, and the composed verdict. capture=none judges without a capture;
@@ -30,7 +30,7 @@ func TestCheckers(t *testing.T) {
 			if d.Cmd != "judge" {
 				d.Fatalf(t, "unknown command %q", d.Cmd)
 			}
-			var hist, exp, names, capture string
+			var hist, exp, names, capture, proto string
 			drop := 0
 			for _, a := range d.CmdArgs {
 				switch a.Key {
@@ -44,6 +44,8 @@ func TestCheckers(t *testing.T) {
 					d.ScanArgs(t, "capture", &capture)
 				case "drop-commit":
 					d.ScanArgs(t, "drop-commit", &drop)
+				case "protocol":
+					d.ScanArgs(t, "protocol", &proto)
 				default:
 					d.Fatalf(t, "unknown argument %q", a.Key)
 				}
@@ -52,7 +54,7 @@ func TestCheckers(t *testing.T) {
 			if err != nil {
 				d.Fatalf(t, "%v", err)
 			}
-			in := input{info: results.RunInfo{Status: "ok"}, h: h, cf: capturedCommits(h)}
+			in := input{info: results.RunInfo{Status: "ok", Protocol: proto}, h: h, cf: capturedCommits(h)}
 			if exp != "" {
 				if in.exp, err = experiments.Load(filepath.Join("testdata", "histories", exp)); err != nil {
 					d.Fatalf(t, "%v", err)
