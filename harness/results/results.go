@@ -3,7 +3,11 @@
 // flows one way: nothing in a results directory is read back by the
 // harness while it runs.
 //
-//	run.json            RunInfo: run id, experiment, seed, git revision, kernel, backend, impairment path, times
+// It is also where the harness and analysis agree on what both read: the
+// instance naming rule (Instance, ParseInstance: "A.r3") and the paper
+// clock (PaperClock, on a basis the protocol plug-in supplies).
+//
+//	run.json            RunInfo: run id, experiment, protocol, seed, git revision, kernel, backend, impairment path, times
 //	experiment.yaml     the experiment file as given (a copy)
 //	topology.json       Topology: every agent's address, namespace and interface, every direction's profile
 //	ca/ca.crt           the CA certificate: the only datum needed to verify every signature offline
