@@ -40,8 +40,6 @@ import (
 
 	"tokenbed/agent/ca"
 	"tokenbed/agent/circulation"
-	"tokenbed/agent/circulation/randomwalk"
-	"tokenbed/agent/circulation/wandering"
 	"tokenbed/agent/config"
 	"tokenbed/agent/driver"
 	"tokenbed/agent/eventlog"
@@ -69,7 +67,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "ca":
 		return cmdCA(args[1:], stderr)
 	case "version":
-		fmt.Fprintf(stdout, "tokenbed agent, wire format v1, event log schema v%d, roles %s\n", eventlog.SchemaVersion, strings.Join(config.Roles, " "))
+		fmt.Fprintf(stdout, "tokenbed agent, wire format v1, event log schema v%d, roles %s\n", eventlog.SchemaVersion, strings.Join(config.Roles(), " "))
 		return exitOK
 	case "-h", "--help", "help":
 		usage(stdout)
@@ -267,12 +265,10 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		}
 		members = append(members, m)
 	}
-	var policy circulation.Policy
-	switch r.Role {
-	case config.RoleWandering:
-		policy = wandering.New(r.Wandering)
-	default:
-		policy = randomwalk.New(r.RandomWalk)
+	policy, err := circulation.New(r.Role, r.Policy())
+	if err != nil {
+		fmt.Fprintf(stderr, "agent: %s: role: %v\n", *cfgPath, err)
+		return exitUsage
 	}
 	n, err := node.New(node.Config{Name: r.Name, Addr: r.Listen, Key: cred.Key, Cert: cred.Cert, CA: verifier,
 		Passing: r.Passing, Policy: policy, Peers: members, DirectoryTTL: r.DirectoryTTL, Rand: rnd,

@@ -230,7 +230,7 @@ type judged struct {
 
 // judge runs every check on in.
 func judge(in input) judged {
-	info, exp, h, cf, b := in.info, in.exp, in.h, in.cf, in.b
+	info, h, cf := in.info, in.h, in.cf
 	s := &Summary{SchemaVersion: SchemaVersion, RunID: info.RunID, Experiment: info.Experiment, Seed: info.Seed, GitRevision: info.GitRevision,
 		Kernel: info.Kernel, Backend: info.Backend, Impairment: info.Impairment, TimeScale: info.TimeScale, NetworkTimeScale: info.NetScale,
 		Replicas: info.Replicas, Status: info.Status, Partial: info.Status != "ok", Requirements: map[string]Requirement{},
@@ -256,19 +256,15 @@ func judge(in input) judged {
 		s.Notes = append(s.Notes, fmt.Sprintf("the run did not finish (status %q): figures cover what was recorded", info.Status))
 	}
 
-	hs := h.holds()
-	paper := h.paperTimes(info)
-
-	s.Duplications = duplication(hs)
-	s.Requirements["duplication"] = checkDuplication(hs, s.Duplications, b)
-	var losses []Loss
-	s.Requirements["loss"], losses = checkLoss(s, h, hs, cf, exp, paper, b)
-	lat := latencies(s, h)
-	s.Requirements["latency"] = checkLatency(s, in.topo, exp, lat, b)
-	s.Requirements["validation"] = checkValidation(s, h, cf, b)
-	s.Agents = agentFigures(h, paper)
-	s.Requirements["liveness"] = checkLiveness(s, h, exp, losses, paper, b)
-	s.Requirements["agents"] = checkAgents(h, exp)
+	c := &Context{input: in, s: s, hs: h.holds(), paper: h.paperTimes(info)}
+	s.Agents = agentFigures(h, c.paper)
+	all, err := Compose(c)
+	if err != nil {
+		s.Notes = append(s.Notes, "checks: "+err.Error())
+	} else {
+		s.Requirements = all.Results
+	}
+	hs, paper, lat := c.hs, c.paper, c.lat
 
 	// Network failures tolerated, and outages.
 	for _, f := range h.failures() {

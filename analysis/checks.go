@@ -10,6 +10,8 @@ import (
 	"tokenbed/agent/eventlog"
 	"tokenbed/agent/wire"
 	"tokenbed/harness/results"
+	"tokenbed/protocol"
+	_ "tokenbed/protocol/tokenpassing" // the protocol of runs that name none
 )
 
 // hold is one agent holding one token, in mono time.
@@ -322,12 +324,16 @@ func (h *history) paperTimes(info results.RunInfo) map[int]time.Duration {
 	for inst, a := range h.agents {
 		nominal[inst] = a.holdNS
 	}
+	var basis results.Basis
+	if p, err := protocol.Lookup(info.Protocol); err == nil {
+		basis = p.Basis
+	}
 	out := map[int]time.Duration{}
 	for i, e := range h.evs {
 		ai := h.agents[e.agent]
 		c := clocks[ai.replica]
 		if c == nil {
-			c = results.NewPaperClock(scale, start)
+			c = results.NewPaperClock(scale, start, basis)
 			c.Nominal = nominal
 			clocks[ai.replica] = c
 		}

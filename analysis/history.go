@@ -196,10 +196,8 @@ func (h *history) logical(inst string) string {
 	if a := h.agents[inst]; a != nil {
 		return a.name
 	}
-	if i := strings.Index(inst, ".r"); i > 0 {
-		return inst[:i]
-	}
-	return inst
+	name, _ := results.ParseInstance(inst)
+	return name
 }
 
 // crashes returns, per instance, the mono times the harness killed or

@@ -33,8 +33,11 @@ import (
 
 // File is an experiment file as written.
 type File struct {
-	Name             string        `yaml:"name"`
-	Description      string        `yaml:"description"`
+	Name        string `yaml:"name"`
+	Description string `yaml:"description"`
+	// Protocol names the protocol plug-in the processes run (package
+	// protocol); empty means token passing.
+	Protocol         string        `yaml:"protocol"`
 	Seed             uint64        `yaml:"seed"`
 	TimeScale        float64       `yaml:"time_scale"`
 	NetworkTimeScale float64       `yaml:"network_time_scale"`
@@ -185,6 +188,7 @@ type Experiment struct {
 	Source           string
 	Name             string
 	Description      string
+	Protocol         string // "" for the default (protocol.Default)
 	Seed             uint64
 	TimeScale        float64
 	NetworkTimeScale float64
@@ -258,7 +262,7 @@ func ScaleNetwork(p netem.Profile, k float64) netem.Profile {
 }
 
 func resolve(name string, f *File, yf *strictyaml.File) (*Experiment, error) {
-	e := &Experiment{Source: name, Name: f.Name, Description: f.Description, Seed: f.Seed,
+	e := &Experiment{Source: name, Name: f.Name, Description: f.Description, Protocol: f.Protocol, Seed: f.Seed,
 		TimeScale: f.TimeScale, NetworkTimeScale: f.NetworkTimeScale, Duration: f.Duration, Replicas: f.Replicas, Checks: f.Checks}
 	if f.Name == "" {
 		yf.Errorf("$.name", "missing")
@@ -288,8 +292,8 @@ func resolve(name string, f *File, yf *strictyaml.File) (*Experiment, error) {
 	if role == "" {
 		role = config.RoleRandomWalk
 	}
-	if !slices.Contains(config.Roles, role) {
-		yf.Errorf("$.defaults.role", "%q: roles are %s", role, strings.Join(config.Roles, ", "))
+	if !slices.Contains(config.Roles(), role) {
+		yf.Errorf("$.defaults.role", "%q: roles are %s", role, strings.Join(config.Roles(), ", "))
 	}
 	defProfile := netem.Profile{}
 	if f.Defaults.Profile != "" {
@@ -318,8 +322,8 @@ func resolve(name string, f *File, yf *strictyaml.File) (*Experiment, error) {
 		if r == "" {
 			r = role
 		}
-		if !slices.Contains(config.Roles, r) {
-			yf.Errorf(path+".role", "%q: roles are %s", r, strings.Join(config.Roles, ", "))
+		if !slices.Contains(config.Roles(), r) {
+			yf.Errorf(path+".role", "%q: roles are %s", r, strings.Join(config.Roles(), ", "))
 		}
 		if a.Generate {
 			generators++

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"tokenbed/experiments"
+	"tokenbed/harness/backend"
 	"tokenbed/harness/backend/ctrbackend"
 	"tokenbed/harness/runner"
 	"tokenbed/netem"
@@ -32,7 +33,12 @@ func runContainer(ctx context.Context, f runFlags, e *experiments.Experiment, cl
 		return exitUsage
 	}
 	log.Info("container backend: impairment path", "path", impair, "why", why)
-	be := ctrbackend.New(ctrbackend.Options{AgentBin: f.agent, Log: log})
+	be, err := backend.New(f.backend, backend.Options{AgentBin: f.agent, Log: log})
+	if err != nil {
+		claim.Release()
+		fmt.Fprintln(stderr, "harness run:", err)
+		return exitUsage
+	}
 	dir, err := runner.Run(ctx, runner.Options{Experiment: e, ExperimentFile: expPath, ResultsRoot: f.results, RunID: f.runID, Claim: claim,
 		Backend: be, Impair: impair, ImpairReason: why, AgentBin: f.agent, RTPriority: f.rtPrio, Duration: f.duration, Log: log, Progress: stderr, TTY: isTTY(stderr)})
 	return finishRun(ctx, f, dir, err, stdout, stderr)

@@ -10,12 +10,13 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"tokenbed/experiments"
 	"tokenbed/harness/backend"
 	"tokenbed/harness/runner"
-	"tokenbed/netem"
+	"tokenbed/protocol"
 )
 
 type runFlags struct {
@@ -36,7 +37,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer, log *s
 	fs := flag.NewFlagSet("harness run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var f runFlags
-	fs.StringVar(&f.backend, "backend", "netns", "netns (network namespaces) or container (Docker)")
+	fs.StringVar(&f.backend, "backend", "netns", backendUsage())
 	fs.StringVar(&f.impair, "impair", runner.ImpairAuto, "auto, kernel (host sch_netem), userspace (netem/userspace engine), uml (whole run in User Mode Linux), none")
 	fs.StringVar(&f.results, "results", "results", "results root: the run writes RESULTS/RUNID/")
 	fs.StringVar(&f.runID, "run-id", "", "run ID (default: generated, tb + 6 hex digits)")
@@ -65,6 +66,10 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer, log *s
 	if err != nil {
 		fmt.Fprintln(stderr, "harness run: experiment:")
 		fmt.Fprintln(stderr, err)
+		return exitUsage
+	}
+	if _, err := protocol.Lookup(e.Protocol); err != nil {
+		fmt.Fprintf(stderr, "harness run: experiment: %s: protocol: %v\n", expPath, err)
 		return exitUsage
 	}
 	if f.replicas > 0 {
@@ -135,8 +140,8 @@ func (f *runFlags) check() string {
 		return "--time-scale must be positive"
 	case f.duration < 0:
 		return "--duration must be positive"
-	case f.backend != "netns" && f.backend != "container":
-		return fmt.Sprintf("--backend %q: want netns or container", f.backend)
+	case backend.Check(f.backend) != nil:
+		return "--backend " + backend.Check(f.backend).Error()
 	case !slices.Contains([]string{runner.ImpairAuto, runner.ImpairKernel, runner.ImpairUserspace, runner.ImpairUML, runner.ImpairNone}, f.impair):
 		return fmt.Sprintf("--impair %q: want auto, kernel, userspace, uml or none", f.impair)
 	case f.cpu < -1:
@@ -147,8 +152,15 @@ func (f *runFlags) check() string {
 	return ""
 }
 
-// netemCheckNS is the scratch namespace netem.CheckKernel creates.
-func netemCheckNS(runID string) string { return runID + "-netemcheck" }
+// backendUsage lists the registered backends for --backend's help.
+func backendUsage() string {
+	var b strings.Builder
+	b.WriteString("how agents run:")
+	for _, n := range backend.Names() {
+		fmt.Fprintf(&b, " %s (%s);", n, backend.About(n))
+	}
+	return strings.TrimSuffix(b.String(), ";")
+}
 
 // finishRun reports how runner.Run ended and analyzes the results.
 func finishRun(ctx context.Context, f runFlags, dir string, err error, stdout, stderr io.Writer) int {
@@ -172,80 +184,8 @@ func finishRun(ctx context.Context, f runFlags, dir string, err error, stdout, s
 	return analyzeDir(dir, stdout, stderr)
 }
 
-// chooseImpairment resolves --impair. auto takes the host kernel's netem
-// when it has it; otherwise the whole run goes into User Mode Linux, whose
-// kernel has it. A profile is never silently left unapplied.
-func chooseImpairment(want, runID string) (path, why string, err error) {
-	switch want {
-	case runner.ImpairKernel, runner.ImpairUserspace, runner.ImpairUML, runner.ImpairNone:
-		return want, "forced by --impair " + want, nil
-	case runner.ImpairAuto:
-	default:
-		return "", "", fmt.Errorf("--impair %q: want auto, kernel, userspace, uml or none", want)
-	}
-	cerr := netem.CheckKernel(runID)
-	if cerr == nil {
-		return runner.ImpairKernel, "the host kernel has sch_netem", nil
-	}
-	if !errors.Is(cerr, netem.ErrNoNetem) {
-		return "", "", fmt.Errorf("netem pre-flight: %w", cerr)
-	}
-	if userspaceAvailable() {
-		return runner.ImpairUserspace, "the host kernel lacks sch_netem (" + cerr.Error() + "); using the userspace engine", nil
-	}
-	if err := umlAvailable(); err != nil {
-		return "", "", fmt.Errorf("the host kernel lacks sch_netem (%v) and User Mode Linux is not usable (%v): install it with make deps, or run with --impair none on an experiment without profiles", cerr, err)
-	}
-	return runner.ImpairUML, "the host kernel lacks sch_netem (" + cerr.Error() + "); running the whole experiment inside User Mode Linux, whose kernel has it", nil
-}
-
-func cmdPreflight(args []string, stdout, stderr io.Writer, log *slog.Logger) int {
-	id := runner.NewRunID()
-	claim, err := runner.ClaimID(id, "")
-	if err == nil {
-		err = claim.AddNamespaces(netemCheckNS(id))
-		defer claim.Release()
-	}
-	if err != nil {
-		fmt.Fprintln(stderr, "harness preflight: run registry:", err)
-		return exitRunError
-	}
-	cerr := netem.CheckKernel(id)
-	fmt.Fprintf(stdout, "host kernel sch_netem: %v\n", okOr(cerr))
-	fmt.Fprintf(stdout, "userspace engine: %v\n", yesNo(userspaceAvailable()))
-	fmt.Fprintf(stdout, "User Mode Linux: %v\n", okOr(umlAvailable()))
-	path, why, err := chooseImpairment(runner.ImpairAuto, id)
-	if err != nil {
-		fmt.Fprintln(stdout, "impairment: none possible:", err)
-		return exitRunError
-	}
-	fmt.Fprintf(stdout, "impairment path: %s (%s)\n", path, why)
-	return exitOK
-}
-
-func okOr(err error) string {
-	if err == nil {
-		return "ok"
-	}
-	return err.Error()
-}
-
-func yesNo(b bool) string {
-	if b {
-		return "available"
-	}
-	return "not available in this build"
-}
-
 func writeFileIfAbsent(path string, b []byte) {
 	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
 		os.WriteFile(path, b, 0o644)
 	}
-}
-
-// userspaceAvailable reports whether the userspace engine can run here:
-// it needs TUN devices.
-func userspaceAvailable() bool {
-	_, err := os.Stat("/dev/net/tun")
-	return err == nil
 }

@@ -8,6 +8,11 @@
 // clock and does no I/O. The node calls it on the events below, with the
 // current time, and carries out the Actions it returns. Implementations:
 // package randomwalk (002 §3.2) and package wandering (seeds 003/004).
+//
+// Policies register by role name (Register, from their package's init);
+// the agent builds the configured one with New, and an unknown role is an
+// error listing the registered ones. Adding a policy is one package and
+// its registration line (README, "Adding a circulation policy").
 package circulation
 
 import (

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"tokenbed/agent/circulation"
 	"tokenbed/agent/circulation/randomwalk"
 	"tokenbed/agent/circulation/wandering"
 	"tokenbed/agent/node"
@@ -18,14 +19,15 @@ import (
 	"tokenbed/internal/strictyaml"
 )
 
-// Roles the agent binary can take.
+// Roles the agent binary can take: the circulation policies registered
+// with package circulation.
 const (
-	RoleRandomWalk = "randomwalk" // 002 §3.2
-	RoleWandering  = "wandering"  // 003 Fig. 1
+	RoleRandomWalk = randomwalk.Role // 002 §3.2, the default
+	RoleWandering  = wandering.Role  // 003 Fig. 1
 )
 
 // Roles lists the roles this build runs.
-var Roles = []string{RoleRandomWalk, RoleWandering}
+func Roles() []string { return circulation.Roles() }
 
 // Peer is a member the agent knows at start.
 type Peer struct {
@@ -170,6 +172,18 @@ type Resolved struct {
 	Wandering        wandering.Config
 }
 
+// Policy is the resolved configuration of the role's own section, for
+// circulation.New.
+func (r *Resolved) Policy() any {
+	switch r.Role {
+	case RoleWandering:
+		return r.Wandering
+	case RoleRandomWalk:
+		return r.RandomWalk
+	}
+	return nil
+}
+
 // Validate checks every field, reporting all errors at once, and returns
 // the resolved configuration.
 func (c *Config) Validate() (*Resolved, error) {
@@ -197,12 +211,8 @@ func (c *Config) Validate() (*Resolved, error) {
 	if r.Role == "" {
 		r.Role = RoleRandomWalk
 	}
-	known := false
-	for _, k := range Roles {
-		known = known || r.Role == k
-	}
-	if !known {
-		c.errorf("$.role", "%q: this agent runs roles %s", c.Role, strings.Join(Roles, ", "))
+	if !circulation.Known(r.Role) {
+		c.errorf("$.role", "%v", circulation.UnknownRole(r.Role))
 	}
 	if r.TimeScale == 0 {
 		r.TimeScale = 1
@@ -287,7 +297,7 @@ func (c *Config) Validate() (*Resolved, error) {
 		pc.Linger = *c.Passing.Linger
 	}
 
-	rw := randomwalk.Config{Hold: 10 * time.Second, RegenerateAfter: 10, RegenerateJitter: 0.1,
+	rw := randomwalk.Config{Hold: randomwalk.DefaultHold, RegenerateAfter: 10, RegenerateJitter: 0.1,
 		GenerateAtStart: c.RandomWalk.GenerateAtStart, JoinPeer: c.Join, ExpectedReturn: c.RandomWalk.ExpectedReturn}
 	if c.RandomWalk.Hold < 0 {
 		c.errorf("$.randomwalk.hold", "must not be negative")

@@ -8,6 +8,18 @@
 // MonoNS (CLOCK_MONOTONIC, shared by all processes of one kernel, so events
 // of different agents order correctly) and WallNS (CLOCK_REALTIME, the clock
 // of the packet capture's timestamps).
+//
+// # One envelope for every protocol
+//
+// Every line starts with the envelope: agent, seq, mono_ns, wall_ns and
+// kind (Envelope). The protocol's own fields sit beside it in the same flat
+// object. Token passing and the harness have typed fields here (Token,
+// Session, Peer, ...), written by the hand-written encoder AppendJSON on
+// the pass latency's path, and read strictly: an unknown field in an event
+// of a kind this package lists is an error at its file and line. An event
+// of a kind this package does not list belongs to another protocol (a
+// plug-in, package protocol): its fields beyond the envelope are kept raw
+// in Extra, for that protocol's analysis half to decode.
 package eventlog
 
 import (
@@ -121,7 +133,44 @@ type Event struct {
 	Detail  string `json:"detail,omitempty"`
 
 	Counts map[string]uint64 `json:"counts,omitempty"` // rejections_summary
+
+	// Extra holds the fields of another protocol's event, flat beside the
+	// envelope, each a JSON value, written after the typed fields in key
+	// order. Keys must not be the typed fields' names.
+	Extra map[string]json.RawMessage `json:"-"`
 }
+
+// Envelope is what every event of every protocol carries.
+type Envelope struct {
+	Agent  string
+	Seq    uint64
+	MonoNS int64
+	WallNS int64
+	Kind   Kind
+}
+
+// Envelope returns e's envelope.
+func (e *Event) Envelope() Envelope {
+	return Envelope{Agent: e.Agent, Seq: e.Seq, MonoNS: e.MonoNS, WallNS: e.WallNS, Kind: e.Kind}
+}
+
+// known lists the kinds whose fields are typed in Event.
+var known = map[Kind]bool{}
+
+func init() {
+	for _, k := range []Kind{AgentStarted, AgentStopping, PassStarted, MoveSent, MoveReceived, AckSent, AckReceived,
+		CommitSent, CommitReceived, EarlyStopSent, EarlyStopReceived, PassSucceeded, PassCompleted, PassFailed,
+		TokenAcquired, TokenReleased, TokenRegenerated, TokenDiscarded, DatagramRejected, RejectionsSummary,
+		KeyCached, PeerAdded, PeerRemoved, AgentNotice,
+		RunStarted, RunFinished, LinkProfile, OutageStart, OutageEnd, AgentCrash, AgentRestart, AgentJoin,
+		AgentLeave, AgentExit, HarnessNotice} {
+		known[k] = true
+	}
+}
+
+// Known reports whether k's fields are typed in Event (token passing and
+// the harness); other kinds are other protocols' (Extra).
+func Known(k Kind) bool { return known[k] }
 
 // AppendJSON appends e as one JSON object, exactly as encoding/json would
 // marshal it (same field order and omissions), without reflection: the
@@ -200,6 +249,19 @@ func (e *Event) AppendJSON(b []byte) []byte {
 			b = strconv.AppendUint(b, e.Counts[k], 10)
 		}
 		b = append(b, '}')
+	}
+	if len(e.Extra) > 0 {
+		keys := make([]string, 0, len(e.Extra))
+		for k := range e.Extra {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			b = append(b, ',')
+			b = appendString(b, k)
+			b = append(b, ':')
+			b = append(b, e.Extra[k]...)
+		}
 	}
 	return append(b, '}')
 }
@@ -323,10 +385,8 @@ func Read(r io.Reader, name string, fn func(Event) error) error {
 			if b[len(b)-1] != '\n' {
 				return &ParseError{File: name, Line: line, Err: fmt.Errorf("truncated line %q", b)}
 			}
-			var e Event
-			dec := json.NewDecoder(bytes.NewReader(b))
-			dec.DisallowUnknownFields()
-			if derr := dec.Decode(&e); derr != nil {
+			e, derr := decode(b)
+			if derr != nil {
 				return &ParseError{File: name, Line: line, Err: derr}
 			}
 			if e.Kind == "" || e.Agent == "" {
@@ -343,6 +403,41 @@ func Read(r io.Reader, name string, fn func(Event) error) error {
 			return &ParseError{File: name, Line: line, Err: err}
 		}
 	}
+}
+
+// decode decodes one line: strictly for the kinds this package lists,
+// with the fields beyond the envelope in Extra for the others.
+func decode(b []byte) (Event, error) {
+	var e Event
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	err := dec.Decode(&e)
+	if err == nil || known[e.Kind] {
+		return e, err
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(b, &m) != nil {
+		return e, err
+	}
+	var env struct {
+		Agent  string `json:"agent"`
+		Seq    uint64 `json:"seq"`
+		MonoNS int64  `json:"mono_ns"`
+		WallNS int64  `json:"wall_ns"`
+		Kind   Kind   `json:"kind"`
+	}
+	if jerr := json.Unmarshal(b, &env); jerr != nil || known[env.Kind] {
+		return e, err
+	}
+	e = Event{Agent: env.Agent, Seq: env.Seq, MonoNS: env.MonoNS, WallNS: env.WallNS, Kind: env.Kind, Extra: map[string]json.RawMessage{}}
+	for k, v := range m {
+		switch k {
+		case "agent", "seq", "mono_ns", "wall_ns", "kind":
+		default:
+			e.Extra[k] = v
+		}
+	}
+	return e, nil
 }
 
 // ReadFile reads every event of the log at path.

@@ -77,7 +77,9 @@ func TestWriteReadRoundTrip(t *testing.T) {
 func TestReadErrorsNameFileAndLine(t *testing.T) {
 	dir := t.TempDir()
 	cases := map[string]string{
-		"unknown field": `{"agent":"A","seq":1,"mono_ns":1,"wall_ns":1,"kind":"x"}` + "\n" + `{"agent":"A","seq":2,"kind":"x","bogus":1}` + "\n",
+		// Strict for the kinds listed here; another kind's fields are
+		// another protocol's (TestEnvelopeCarriesAnotherProtocolsFields).
+		"unknown field": `{"agent":"A","seq":1,"mono_ns":1,"wall_ns":1,"kind":"x"}` + "\n" + `{"agent":"A","seq":2,"kind":"token_acquired","bogus":1}` + "\n",
 		"not json":      "{\"agent\":\"A\",\"kind\":\"x\"}\nnot json\n",
 		"truncated":     "{\"agent\":\"A\",\"kind\":\"x\"}\n{\"agent\":\"A\",\"ki",
 		"no kind":       "{\"agent\":\"A\"}\n",
@@ -132,5 +134,34 @@ func TestWriteAtStampsMonotonic(t *testing.T) {
 	const slack = 2000
 	if e.MonoNS < before-slack || e.MonoNS > after+slack {
 		t.Fatalf("mono %d outside [%d, %d]", e.MonoNS, before, after)
+	}
+}
+
+// Another protocol's event: the envelope, and its own fields flat beside
+// it, written and read back; a token passing kind stays strict.
+func TestEnvelopeCarriesAnotherProtocolsFields(t *testing.T) {
+	var buf bytes.Buffer
+	w := NewWriter(&buf, "client7")
+	ev := Event{Kind: "lock_acquired", Extra: map[string]json.RawMessage{
+		"name": json.RawMessage(`"printer"`), "fence": json.RawMessage(`[3,17]`), "mode": json.RawMessage(`"exclusive"`)}}
+	if err := w.Write(ev); err != nil {
+		t.Fatal(err)
+	}
+	line := buf.String()
+	if !strings.HasPrefix(line, `{"agent":"client7","seq":1,"mono_ns":`) || !strings.HasSuffix(line, `"kind":"lock_acquired","fence":[3,17],"mode":"exclusive","name":"printer"}`+"\n") {
+		t.Errorf("line %s: want the envelope, then the protocol's fields in key order", line)
+	}
+	var got []Event
+	if err := Read(strings.NewReader(line), "x.jsonl", func(e Event) error { got = append(got, e); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].Envelope() != (Envelope{Agent: "client7", Seq: 1, MonoNS: got[0].MonoNS, WallNS: got[0].WallNS, Kind: "lock_acquired"}) ||
+		got[0].MonoNS == 0 || string(got[0].Extra["fence"]) != "[3,17]" || len(got[0].Extra) != 3 {
+		t.Errorf("read back %+v", got)
+	}
+	bad := `{"agent":"A","seq":1,"mono_ns":1,"wall_ns":1,"kind":"token_acquired","fence":[3,17]}` + "\n"
+	err := Read(strings.NewReader(bad), "a.jsonl", func(Event) error { return nil })
+	if err == nil || !strings.Contains(err.Error(), "a.jsonl:1") || !strings.Contains(err.Error(), "fence") {
+		t.Errorf("unknown field in a token passing event: %v, want an error naming the line and field", err)
 	}
 }

@@ -8,7 +8,6 @@ package backend
 
 import (
 	"context"
-	"fmt"
 	"net/netip"
 	"os"
 	"regexp"
@@ -21,16 +20,8 @@ import (
 type Agent struct {
 	Name     string // name in the experiment (A, B, C)
 	Replica  int    // 0-based
-	Instance string // member name: Name, or Name.rN in replica N > 0
+	Instance string // member name: results.Instance(Name, Replica)
 	Addr     netip.Addr
-}
-
-// InstanceName names an agent of a replica.
-func InstanceName(name string, replica int) string {
-	if replica == 0 {
-		return name
-	}
-	return fmt.Sprintf("%s.r%d", name, replica)
 }
 
 // Spec is the network to build: replicas are isolated from each other.

@@ -7,50 +7,75 @@ import (
 	"tokenbed/agent/eventlog"
 )
 
-// PaperClock reconstructs paper time for one replica from its agents'
+// PaperClock reconstructs paper time for one replica from its processes'
 // events. Compressed time divides the application's durations (the hold of
-// 10 s per visit, 002 §3.3) but not the network's: a pass still takes its
-// real latency. So paper time is the wall time elapsed with every hold
-// stretched back by the time scale:
+// 10 s per visit, 002 §3.3) but not the network's: a message still takes
+// its real latency. So paper time is the wall time elapsed with every
+// interval of application time stretched back by the time scale:
 //
-//	paper = Σ hold_wall × time_scale + (elapsed_wall − Σ hold_wall)
+//	paper = Σ app_wall × time_scale + (elapsed_wall − Σ app_wall)
 //
-// where a hold runs from a token_acquired to the pass_started (or release)
-// that ends it. Everything else — passes, retries after a loss, outages —
-// counts at real speed, as it did on the paper's Internet.
+// Which events begin and end application time is the protocol's to say (its
+// Basis): for token passing a hold, from a token_acquired to the
+// pass_started (or release) that ends it. Everything else — passes, retries
+// after a loss, outages — counts at real speed, as it did on the paper's
+// Internet. A process's agent_stopping (or a crash, Crash) ends its
+// intervals whatever the protocol.
 //
-// Where an agent's nominal hold is known (Nominal: the configured hold in
-// wall time), only that much of a hold is stretched: what a hold lasts
+// Where a process's nominal interval is known (Nominal: its configured hold
+// in wall time), only that much of an interval is stretched: what it lasts
 // beyond it is timer and scheduling latency, which the paper's agents had
-// too at the same real-time size, and stretching it by the time scale
-// would add a third of a second of paper time to every 10 ms hold (its
-// measured overshoot in make endurance: 0.36 ms mean).
+// too at the same real-time size, and stretching it by the time scale would
+// add a third of a second of paper time to every 10 ms hold (its measured
+// overshoot in make endurance: 0.36 ms mean).
 type PaperClock struct {
 	Scale     float64
 	StartWall int64            // ns: the replica's paper time 0
-	Nominal   map[string]int64 // agent → nominal hold, wall ns (optional)
+	Nominal   map[string]int64 // agent → nominal interval, wall ns (optional)
+	basis     Basis
 	holdNS    int64
-	holding   map[string]int64 // agent + token → wall ns the hold began
+	holding   map[string]int64 // agent + key → wall ns the interval began
 }
 
-// NewPaperClock starts a clock at startWall (ns).
-func NewPaperClock(scale float64, startWall int64) *PaperClock {
-	return &PaperClock{Scale: scale, StartWall: startWall, holding: map[string]int64{}}
+// ClockOp is what an event does to its process's application time.
+type ClockOp uint8
+
+const (
+	ClockNone  ClockOp = iota
+	ClockBegin         // an interval of application time begins (keyed)
+	ClockEnd           // the interval of that key ends
+)
+
+// Basis classifies an event for the paper clock; key tells apart the
+// intervals one process may have open at once (for token passing, the
+// token). A protocol plug-in supplies it.
+type Basis func(e eventlog.Event) (op ClockOp, key string)
+
+// NewPaperClock starts a clock at startWall (ns) on the protocol's basis;
+// a nil basis has no application time (paper time is wall time).
+func NewPaperClock(scale float64, startWall int64, basis Basis) *PaperClock {
+	if basis == nil {
+		basis = func(eventlog.Event) (ClockOp, string) { return ClockNone, "" }
+	}
+	return &PaperClock{Scale: scale, StartWall: startWall, basis: basis, holding: map[string]int64{}}
 }
 
 // Observe feeds one event of the replica, in time order per agent.
 func (c *PaperClock) Observe(e eventlog.Event) {
-	k := e.Agent + "\x00" + e.Token
-	switch e.Kind {
-	case eventlog.TokenAcquired:
+	if e.Kind == eventlog.AgentStopping {
+		c.endHolds(e.Agent, e.WallNS)
+		return
+	}
+	op, key := c.basis(e)
+	k := e.Agent + "\x00" + key
+	switch op {
+	case ClockBegin:
 		c.holding[k] = max(e.WallNS, c.StartWall)
-	case eventlog.PassStarted, eventlog.TokenReleased, eventlog.TokenDiscarded:
+	case ClockEnd:
 		if s, ok := c.holding[k]; ok {
 			c.holdNS += c.stretched(e.Agent, e.WallNS-s)
 			delete(c.holding, k)
 		}
-	case eventlog.AgentStopping:
-		c.endHolds(e.Agent, e.WallNS)
 	}
 }
 

@@ -19,7 +19,7 @@ func TestPaperClockStretchesHoldsUpToTheNominal(t *testing.T) {
 		{0, 10400*time.Millisecond + 100*time.Millisecond},
 		{10 * ms, 10*time.Second + 400*time.Microsecond + 100*time.Millisecond},
 	} {
-		clk := NewPaperClock(1000, 0)
+		clk := NewPaperClock(1000, 0, holds)
 		if c.nominal > 0 {
 			clk.Nominal = map[string]int64{"A": c.nominal}
 		}
@@ -33,4 +33,16 @@ func TestPaperClockStretchesHoldsUpToTheNominal(t *testing.T) {
 			t.Errorf("nominal %v: At = %v, want %v", c.nominal, got, c.want)
 		}
 	}
+}
+
+// holds is a basis like token passing's: a hold from the acquisition to
+// the pass that ends it.
+func holds(e eventlog.Event) (ClockOp, string) {
+	switch e.Kind {
+	case eventlog.TokenAcquired:
+		return ClockBegin, e.Token
+	case eventlog.PassStarted:
+		return ClockEnd, e.Token
+	}
+	return ClockNone, ""
 }

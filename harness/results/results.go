@@ -3,7 +3,11 @@
 // flows one way: nothing in a results directory is read back by the
 // harness while it runs.
 //
-//	run.json            RunInfo: run id, experiment, seed, git revision, kernel, backend, impairment path, times
+// It is also where the harness and analysis agree on what both read: the
+// instance naming rule (Instance, ParseInstance: "A.r3") and the paper
+// clock (PaperClock, on a basis the protocol plug-in supplies).
+//
+//	run.json            RunInfo: run id, experiment, protocol, seed, git revision, kernel, backend, impairment path, times
 //	experiment.yaml     the experiment file as given (a copy)
 //	topology.json       Topology: every agent's address, namespace and interface, every direction's profile
 //	ca/ca.crt           the CA certificate: the only datum needed to verify every signature offline
@@ -40,17 +44,20 @@ const (
 
 // RunInfo describes a run.
 type RunInfo struct {
-	RunID       string  `json:"run_id"`
-	Experiment  string  `json:"experiment"`
-	Seed        uint64  `json:"seed"`
-	GitRevision string  `json:"git_revision"`
-	Kernel      string  `json:"kernel"`
-	Backend     string  `json:"backend"`    // netns | container
-	Impairment  string  `json:"impairment"` // kernel | userspace | uml
-	ImpairWhy   string  `json:"impairment_reason"`
-	TimeScale   float64 `json:"time_scale"`
-	NetScale    float64 `json:"network_time_scale"`
-	Replicas    int     `json:"replicas"`
+	RunID       string `json:"run_id"`
+	Experiment  string `json:"experiment"`
+	Seed        uint64 `json:"seed"`
+	GitRevision string `json:"git_revision"`
+	Kernel      string `json:"kernel"`
+	Backend     string `json:"backend"` // netns | container
+	// Protocol is the protocol plug-in the processes ran (package
+	// protocol); empty in runs before it was recorded: token passing.
+	Protocol   string  `json:"protocol,omitempty"`
+	Impairment string  `json:"impairment"` // kernel | userspace | uml
+	ImpairWhy  string  `json:"impairment_reason"`
+	TimeScale  float64 `json:"time_scale"`
+	NetScale   float64 `json:"network_time_scale"`
+	Replicas   int     `json:"replicas"`
 	// The paper timeline: its length, and the length of the consecutive
 	// shard each replica replays (replica r covers [r×shard, (r+1)×shard)).
 	PaperSeconds float64 `json:"paper_seconds"`

@@ -11,6 +11,7 @@ import (
 	"tokenbed/agent/eventlog"
 	"tokenbed/experiments"
 	"tokenbed/harness/backend"
+	"tokenbed/harness/results"
 	"tokenbed/netem"
 	"tokenbed/netem/userspace"
 )
@@ -37,7 +38,7 @@ links:
 	r := &run{e: e, o: Options{Log: slog.New(slog.NewTextHandler(io.Discard, nil))}, agents: map[string]*agentRun{},
 		planned: map[[2]string]netem.Profile{}, outages: map[[2]string]int{}, hlog: eventlog.NewWriter(&logBuf, "harness")}
 	for i, n := range []string{"A", "B"} {
-		inst := backend.InstanceName(n, 1)
+		inst := results.Instance(n, 1)
 		r.agents[inst] = &agentRun{a: backend.Agent{Name: n, Replica: 1, Instance: inst, Addr: netip.AddrFrom4([4]byte{10, 77, 1, byte(i + 1)})}}
 	}
 	r.eng = userspace.New(userspace.Config{RunID: "tb000001", Seed: 1})

@@ -4,8 +4,21 @@
 // nemesis: profile changes, outages, crashes, restarts, joins, leaves),
 // records every action in the harness event log and the capture, and
 // leaves a results directory for analysis. Data flows one way: experiment
-// → runner → agents → logs and capture; the runner only reads agents' logs
-// to aim a crash at whoever holds the token and to show progress.
+// → runner → processes → logs and capture; the runner only reads the
+// processes' logs to feed the protocol's live observer (a crash aimed at
+// "holder") and the paper clock, and to show progress.
+//
+// The runner knows no protocol: the experiment's protocol plug-in
+// (package protocol) writes each process's configuration, gives its
+// command line, resolves the schedule's protocol words and classifies
+// events for the paper clock.
+//
+// Files: runner.go (options, the run's steps), configs.go (credentials
+// and configuration files), topology.go (impairment, capture, topology),
+// agents.go (starting processes), schedule.go (the nemesis), cleanup.go,
+// registry.go (the run registry that harness clean reads),
+// provenance.go (revision and kernel), kerneltree.go and userspace.go
+// (the impairment paths).
 package runner
 
 import (
@@ -19,17 +32,9 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
-	"runtime/debug"
-	"strconv"
-	"strings"
 	"sync"
-	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
-
-	"tokenbed/agent/ca"
-	"tokenbed/agent/config"
 	"tokenbed/agent/eventlog"
 	"tokenbed/experiments"
 	"tokenbed/harness/backend"
@@ -38,6 +43,7 @@ import (
 	"tokenbed/harness/results"
 	"tokenbed/netem"
 	"tokenbed/netem/userspace"
+	"tokenbed/protocol"
 )
 
 // AgentPort is the UDP port every agent listens on.
@@ -154,7 +160,11 @@ func Run(ctx context.Context, o Options) (dir string, err error) {
 			return dir, err
 		}
 	}
-	r := &run{o: o, e: e, dir: dir, agents: map[string]*agentRun{}, holders: map[string]string{},
+	proto, err := protocol.Lookup(e.Protocol)
+	if err != nil {
+		return "", err
+	}
+	r := &run{o: o, e: e, dir: dir, agents: map[string]*agentRun{}, proto: proto, obs: proto.NewObserver(),
 		planned: map[[2]string]netem.Profile{}, outages: map[[2]string]int{}, crashedHolder: map[int]string{}}
 	defer func() {
 		if p := recover(); p != nil {
@@ -198,19 +208,22 @@ type run struct {
 	capDev        map[string]string      // device to capture per instance (default: its port's link)
 	start         time.Time
 
-	mu      sync.Mutex
-	agents  map[string]*agentRun
-	order   []string          // instances in start order
-	holders map[string]string // token → instance holding it
-	clocks  []*results.PaperClock
-	shard   time.Duration // paper length of each replica's shard
-	passes  int
-	faults  int
+	// proto is the protocol the processes run; obs follows their logs
+	// for the schedule's targets and progress (under mu).
+	proto protocol.Protocol
+
+	mu     sync.Mutex
+	agents map[string]*agentRun
+	order  []string // instances in start order
+	obs    protocol.Observer
+	clocks []*results.PaperClock
+	shard  time.Duration // paper length of each replica's shard
+	faults int
 }
 
 func (r *run) run(ctx context.Context) (err error) {
 	o, e := r.o, r.e
-	r.info = results.RunInfo{RunID: o.RunID, Experiment: e.Name, Seed: e.Seed, GitRevision: gitRevision(), Kernel: kernelRelease(),
+	r.info = results.RunInfo{RunID: o.RunID, Experiment: e.Name, Protocol: r.proto.Name(), Seed: e.Seed, GitRevision: gitRevision(), Kernel: kernelRelease(),
 		Impairment: o.Impair, ImpairWhy: o.ImpairReason, TimeScale: e.TimeScale, NetScale: e.NetworkTimeScale,
 		Replicas: e.Replicas, Started: time.Now().UTC(), Status: "running"}
 	if err := results.WriteJSON(r.dir, results.RunFile, r.info); err != nil {
@@ -264,7 +277,7 @@ func (r *run) run(ctx context.Context) (err error) {
 		pfx := backend.ReplicaPrefix(Subnet, rep)
 		spec.Prefixes = append(spec.Prefixes, pfx)
 		for i, a := range e.Agents {
-			inst := backend.InstanceName(a.Name, rep)
+			inst := results.Instance(a.Name, rep)
 			ba := backend.Agent{Name: a.Name, Replica: rep, Instance: inst, Addr: backend.AgentAddr(pfx, i)}
 			as = append(as, ba)
 			r.agents[inst] = &agentRun{a: ba, spec: a}
@@ -309,7 +322,7 @@ func (r *run) run(ctx context.Context) (err error) {
 		nominal[inst] = r.nominalHold(inst)
 	}
 	for rep := 0; rep < e.Replicas; rep++ {
-		c := results.NewPaperClock(e.TimeScale, r.start.UnixNano())
+		c := results.NewPaperClock(e.TimeScale, r.start.UnixNano(), r.proto.Basis)
 		c.Nominal = nominal
 		r.clocks = append(r.clocks, c)
 	}
@@ -347,441 +360,10 @@ func (r *run) event(ev eventlog.Event) {
 	}
 }
 
-// credentials creates the run's CA and every member's key pair. Keys stay
-// in a private temporary directory; certificates go to the results.
-func (r *run) credentials() error {
-	dir, err := os.MkdirTemp("", "tokenbed-"+r.o.RunID+"-keys-")
-	if err != nil {
-		return err
-	}
-	r.keyDir = dir
-	if err := ca.Init(dir); err != nil {
-		return err
-	}
-	copyFile(filepath.Join(dir, ca.CACertFile), filepath.Join(r.dir, results.CADir, ca.CACertFile))
-	for _, inst := range r.order {
-		if err := ca.Issue(dir, inst); err != nil {
-			return err
-		}
-		copyFile(filepath.Join(dir, ca.CertFile(inst)), filepath.Join(r.dir, results.CADir, ca.CertFile(inst)))
-	}
-	return nil
-}
-
-// impair applies every direction's profile, scaled to network time, on
-// the queue toward its receiver, keyed by sender (impairKernel).
-func (r *run) impair() error {
-	r.trees = map[string]*netem.Tree{}
-	if r.o.Impair == ImpairNone {
-		return nil
-	}
-	if r.o.Impair == ImpairUserspace {
-		return r.impairUserspace()
-	}
-	if r.o.Impair != ImpairKernel {
-		return fmt.Errorf("impairment %q is not available with the %s backend", r.o.Impair, r.be.Name())
-	}
-	return r.impairKernel()
-}
-
-func (r *run) startCapture(ctx context.Context) error {
-	var ifs []capture.Interface
-	for _, inst := range r.order {
-		p, err := r.be.AgentPort(inst)
-		if err != nil {
-			return err
-		}
-		dev := p.Link
-		if d := r.capDev[inst]; d != "" {
-			dev = d
-		}
-		ifs = append(ifs, capture.Interface{Name: inst + "/" + dev, Device: dev, NetNSPath: p.NSPath,
-			Description: fmt.Sprintf("agent %s, %v:%d", inst, r.agents[inst].a.Addr, AgentPort)})
-	}
-	c, err := capture.Create(ctx, filepath.Join(r.dir, results.CaptureFile), capture.Config{Interfaces: ifs,
-		Comment: fmt.Sprintf("tokenbed run %s, experiment %s, seed %d", r.o.RunID, r.e.Name, r.e.Seed)})
-	if err != nil {
-		return fmt.Errorf("capture: %w", err)
-	}
-	r.cap = c
-	return nil
-}
-
-// nominalHold is inst's configured hold in wall time (ns), or 0 when its
-// role has no fixed hold (the Wandering Token's holds vary).
-func (r *run) nominalHold(inst string) int64 {
-	spec := r.agents[inst].spec
-	if spec.Role != "" && spec.Role != config.RoleRandomWalk {
-		return 0
-	}
-	h := spec.Config.RandomWalk.Hold
-	if h == 0 {
-		h = 10 * time.Second // the agent's default (002 §3.3)
-	}
-	return int64(float64(h) / r.e.TimeScale)
-}
-
-func (r *run) writeTopology() error {
-	var t results.Topology
-	t.Port = AgentPort
-	for _, inst := range r.order {
-		a := r.agents[inst].a
-		p, _ := r.be.AgentPort(inst)
-		where := p.Name
-		if where == "" {
-			where = filepath.Base(p.NSPath)
-		}
-		t.Agents = append(t.Agents, results.AgentInfo{Name: a.Name, Replica: a.Replica, Instance: inst,
-			Addr: netip.AddrPortFrom(a.Addr, AgentPort).String(), Namespace: where, Interface: p.Link,
-			Log: filepath.Join(results.LogsDir, inst+".jsonl"), HoldNS: r.nominalHold(inst)})
-	}
-	for _, d := range r.e.Directions {
-		t.Directions = append(t.Directions, results.DirectionInfo{From: d.From, To: d.To,
-			Profile: experiments.ScaleNetwork(d.Profile, r.e.NetworkTimeScale).String(), Paper: d.Text})
-	}
-	return results.WriteJSON(r.dir, results.TopologyFile, t)
-}
-
-// writeConfigs writes every agent's configuration file (in the key
-// directory: it names the keys). An agent knows every member of its
-// replica that runs from the start; a later agent knows nobody until its
-// join step (writeJoinConfig).
-func (r *run) writeConfigs() error {
-	for _, inst := range r.order {
-		ar := r.agents[inst]
-		var peers []string
-		if !ar.spec.Later {
-			for _, other := range r.order {
-				oa := r.agents[other]
-				if other != inst && oa.a.Replica == ar.a.Replica && !oa.spec.Later {
-					peers = append(peers, other)
-				}
-			}
-		}
-		if err := r.writeConfig(inst, peers); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// writeJoinConfig gives a joining agent what 002 §3.2 gives it: the
-// address of one member, via, and nothing else; it learns the others from
-// the directories piggybacked on the passes. Restarted later, it starts
-// from the same file.
-func (r *run) writeJoinConfig(inst, via string) error { return r.writeConfig(inst, []string{via}) }
-
-// writeConfig writes inst's configuration file listing peers.
-func (r *run) writeConfig(inst string, peers []string) error {
-	ar := r.agents[inst]
-	var b strings.Builder
-	fmt.Fprintf(&b, "name: %s\nlisten: %s\nca: %s\ncredentials: %s\nlog: %s\nrole: %s\nseed: %d\ntime_scale: %v\nnetwork_time_scale: %v\n",
-		inst, netip.AddrPortFrom(ar.a.Addr, AgentPort), filepath.Join(r.keyDir, ca.CACertFile), r.keyDir,
-		filepath.Join(r.absDir(), results.LogsDir, inst+".jsonl"), ar.spec.Role, r.e.Seed^hash(inst), r.e.TimeScale, r.e.NetworkTimeScale)
-	if d := ar.spec.Config.DropRate; d > 0 {
-		fmt.Fprintf(&b, "drop_rate: %v\n", d)
-	}
-	if f := ar.spec.Config.Fault; f != "" {
-		fmt.Fprintf(&b, "fault: %s\n", f)
-	}
-	if d := ar.spec.Config.DirectoryTTL; d > 0 {
-		fmt.Fprintf(&b, "directory_ttl: %s\n", d)
-	}
-	b.WriteString("peers:\n")
-	for _, other := range peers {
-		oa := r.agents[other]
-		// Replicas after the first replay the middle of the paper's
-		// run, where every agent cached its peers' keys long ago
-		// (002 §3): they start warm. Cold, each would pay the first
-		// contact (a Move dropped for an unknown key, one Move
-		// timeout) once per pair, and 16 replicas would put 16 such
-		// passes into a latency mean where the paper has one.
-		cert := ""
-		if ar.a.Replica > 0 {
-			cert = fmt.Sprintf(", certificate: %q", filepath.Join(r.keyDir, ca.CertFile(other)))
-		}
-		fmt.Fprintf(&b, "  - {name: %s, addr: \"%s\"%s}\n", other, netip.AddrPortFrom(oa.a.Addr, AgentPort), cert)
-	}
-	p := ar.spec.Config.Passing
-	b.WriteString("passing:\n")
-	writeDur(&b, "move_timeout", p.MoveTimeout)
-	writeDur(&b, "ack_timeout", p.AckTimeout)
-	writeDur(&b, "commit_timeout", p.CommitTimeout)
-	writeInt(&b, "move_retries", p.MoveRetries)
-	writeInt(&b, "ack_retries", p.AckRetries)
-	writeInt(&b, "commit_retries", p.CommitRetries)
-	if p.Linger != nil {
-		fmt.Fprintf(&b, "  linger: %s\n", *p.Linger)
-	}
-	rw := ar.spec.Config.RandomWalk
-	b.WriteString("randomwalk:\n")
-	writeDur(&b, "hold", rw.Hold)
-	writeDur(&b, "expected_return", rw.ExpectedReturn)
-	if rw.RegenerateAfter != nil {
-		fmt.Fprintf(&b, "  regenerate_after: %v\n", *rw.RegenerateAfter)
-	}
-	if rw.RegenerateJitter != nil {
-		fmt.Fprintf(&b, "  regenerate_jitter: %v\n", *rw.RegenerateJitter)
-	}
-	fmt.Fprintf(&b, "  generate_at_start: %v\n", ar.spec.Generate && ar.spec.Role == config.RoleRandomWalk)
-	wd := ar.spec.Config.Wandering
-	b.WriteString("wandering:\n")
-	writeDur(&b, "op", wd.Op)
-	writeDur(&b, "skip", wd.Skip)
-	writeDur(&b, "min", wd.Min)
-	writeDur(&b, "generate", wd.Generate)
-	if wd.NMax != 0 {
-		fmt.Fprintf(&b, "  nmax: %d\n", wd.NMax)
-	}
-	fmt.Fprintf(&b, "  generate_at_start: %v\n", ar.spec.Generate && ar.spec.Role == config.RoleWandering)
-	ar.cfgPath = filepath.Join(r.keyDir, inst+".yaml")
-	return os.WriteFile(ar.cfgPath, []byte(b.String()), 0o600)
-}
-
-func writeDur(b *strings.Builder, k string, d time.Duration) {
-	if d != 0 {
-		fmt.Fprintf(b, "  %s: %s\n", k, d)
-	}
-}
-
-func writeInt(b *strings.Builder, k string, v *int) {
-	if v != nil {
-		fmt.Fprintf(b, "  %s: %d\n", k, *v)
-	}
-}
-
-func hash(s string) uint64 {
-	h := uint64(14695981039346656037)
-	for i := 0; i < len(s); i++ {
-		h = (h ^ uint64(s[i])) * 1099511628211
-	}
-	return h
-}
-
 func (r *run) absDir() string {
 	d, err := filepath.Abs(r.dir)
 	if err != nil {
 		return r.dir
 	}
 	return d
-}
-
-// startAgent starts (or restarts) an agent; join names the member to join
-// through (002 §3.2), which its configuration lists (writeJoinConfig).
-func (r *run) startAgent(ctx context.Context, inst, join string) error {
-	ar := r.agents[inst]
-	args := []string{"run", "--config", ar.cfgPath}
-	if r.o.RTPriority != 0 {
-		args = append(args, "--rt-priority", strconv.Itoa(r.o.RTPriority))
-	}
-	if join != "" {
-		args = append(args, "--join", join)
-	}
-	stderr, err := os.OpenFile(filepath.Join(r.dir, results.LogsDir, inst+".stderr"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return err
-	}
-	defer stderr.Close()
-	p, err := r.be.Start(ctx, inst, backend.Cmd{Path: r.o.AgentBin, Args: args, Env: []string{"GOTRACEBACK=crash", "GOMAXPROCS=1"}, Stdout: stderr, Stderr: stderr})
-	if err != nil {
-		return err
-	}
-	r.mu.Lock()
-	ar.proc, ar.running = p, true
-	if ar.tail == nil {
-		ar.tail = newTailer(filepath.Join(r.dir, results.LogsDir, inst+".jsonl"))
-	}
-	r.mu.Unlock()
-	go func() {
-		code, sig, err := p.Wait()
-		r.mu.Lock()
-		if ar.proc == p {
-			ar.running = false
-		}
-		r.mu.Unlock()
-		detail := fmt.Sprintf("exit status %d", code)
-		if sig != 0 {
-			detail = fmt.Sprintf("killed by signal %d (%v)", int(sig), sig)
-		}
-		if err != nil {
-			detail = err.Error()
-		}
-		r.event(eventlog.Event{Kind: eventlog.AgentExit, Peer: inst, Detail: detail})
-	}()
-	return nil
-}
-
-// waitStarted waits until every started agent has logged agent_started,
-// and fails with the agent's own words if one exits first.
-func (r *run) waitStarted(ctx context.Context) error {
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		waiting := ""
-		for _, inst := range r.order {
-			ar := r.agents[inst]
-			if ar.proc == nil {
-				continue
-			}
-			started := false
-			f, err := os.Open(filepath.Join(r.dir, results.LogsDir, inst+".jsonl"))
-			if err == nil {
-				b := make([]byte, 4096)
-				n, _ := f.Read(b)
-				f.Close()
-				started = strings.Contains(string(b[:n]), `"kind":"agent_started"`)
-			}
-			r.mu.Lock()
-			running := ar.running
-			r.mu.Unlock()
-			if !started && !running {
-				msg, _ := os.ReadFile(filepath.Join(r.dir, results.LogsDir, inst+".stderr"))
-				return fmt.Errorf("agent %s exited at start: %s", inst, strings.TrimSpace(string(msg)))
-			}
-			if !started {
-				waiting = inst
-			}
-		}
-		if waiting == "" {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("agent %s did not start within 30 s", waiting)
-		}
-		select {
-		case <-ctx.Done():
-			return context.Cause(ctx)
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
-}
-
-// cleanup stops the agents (SIGTERM, then SIGKILL), the capture, and
-// removes everything the run created on the host.
-func (r *run) cleanup() error {
-	var errs []error
-	r.mu.Lock()
-	var procs []backend.Process
-	for _, ar := range r.agents {
-		if ar.proc != nil && ar.running {
-			procs = append(procs, ar.proc)
-		}
-	}
-	r.mu.Unlock()
-	for _, p := range procs {
-		p.Signal(syscall.SIGTERM)
-	}
-	deadline := time.After(5 * time.Second)
-	for _, p := range procs {
-		done := make(chan struct{})
-		go func() { p.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-deadline:
-			p.Signal(syscall.SIGKILL)
-		}
-	}
-	if r.hlog != nil {
-		r.event(eventlog.Event{Kind: eventlog.RunFinished, Detail: fmt.Sprintf("%d passes, %d faults injected", r.passes, r.faults)})
-	}
-	if r.eng != nil {
-		st := r.eng.Stats()
-		var delivered, late uint64
-		for _, d := range st.Directions {
-			delivered += d.Delivered
-			late += d.Late
-		}
-		// How faithful the emulator was: analysis reports it beside the
-		// latency figures.
-		summary := fmt.Sprintf("realtime=%v bias=%v delivered=%d late_over_1ms=%d", st.Realtime, time.Duration(st.BiasNS), delivered, late)
-		r.o.Log.Info("userspace engine", "summary", summary)
-		r.event(eventlog.Event{Kind: eventlog.HarnessNotice, Reason: "engine_summary", Detail: summary})
-		if u := st.Unintended(); u > 0 {
-			r.o.Log.Warn("userspace engine: drops the profiles did not ask for", "count", u, "stats", fmt.Sprintf("%+v", st))
-			r.event(eventlog.Event{Kind: eventlog.HarnessNotice, Reason: "engine_unintended_drops", Detail: fmt.Sprintf("%d: %+v", u, st)})
-		}
-		if err := r.eng.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("userspace engine: %w", err))
-		}
-		r.eng = nil
-	}
-	if r.cap != nil {
-		st, err := r.cap.Stop()
-		if err != nil {
-			errs = append(errs, fmt.Errorf("capture: %w", err))
-		}
-		if d := st.Drops(); d > 0 {
-			r.o.Log.Warn("capture dropped packets", "drops", d)
-		}
-		r.cap = nil
-	}
-	if r.be != nil {
-		if err := r.removeOwnDevices(); err != nil {
-			errs = append(errs, err)
-		}
-		if err := r.be.Teardown(context.Background()); err != nil {
-			errs = append(errs, err)
-		}
-		r.be = nil
-	}
-	if r.keyDir != "" {
-		os.RemoveAll(r.keyDir)
-		r.keyDir = ""
-	}
-	if r.hfile != nil {
-		r.hfile.Close()
-		r.hfile = nil
-	}
-	for _, ar := range r.agents {
-		if ar.tail != nil {
-			ar.tail.close()
-		}
-	}
-	return errors.Join(errs...)
-}
-
-func copyFile(src, dst string) error {
-	b, err := os.ReadFile(src)
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(dst, b, 0o644)
-}
-
-// gitRevision is the revision the running binary was built from, as the
-// Go toolchain stamped it: not whatever repository the run happens to be
-// started in.
-func gitRevision() string {
-	info, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "unknown"
-	}
-	return revisionOf(info)
-}
-
-func revisionOf(info *debug.BuildInfo) string {
-	rev, dirty := "", false
-	for _, s := range info.Settings {
-		switch s.Key {
-		case "vcs.revision":
-			rev = s.Value
-		case "vcs.modified":
-			dirty = s.Value == "true"
-		}
-	}
-	if rev == "" {
-		return "unknown"
-	}
-	rev = rev[:min(len(rev), 12)]
-	if dirty {
-		rev += "-dirty"
-	}
-	return rev
-}
-
-func kernelRelease() string {
-	var u unix.Utsname
-	if err := unix.Uname(&u); err != nil {
-		return "unknown"
-	}
-	return unix.ByteSliceToString(u.Release[:]) + " " + unix.ByteSliceToString(u.Version[:])
 }

@@ -14,6 +14,7 @@ import (
 	"tokenbed/agent/eventlog"
 	"tokenbed/experiments"
 	"tokenbed/harness/backend"
+	"tokenbed/harness/results"
 	"tokenbed/netem"
 )
 
@@ -196,7 +197,7 @@ func (r *run) apply(ctx context.Context, s experiments.Step, rep int) ([]pending
 		}}}, nil
 	case experiments.ActCrash:
 		targets := r.targets(s.Agent, rep)
-		if s.Agent == "holder" && len(targets) == 0 {
+		if r.isWord(s.Agent) && len(targets) == 0 {
 			// The token is between two agents (Move sent, Commit not yet
 			// received): in compressed time that is most of the wall time,
 			// since holds shrink and passes do not. The paper's crash is of
@@ -232,7 +233,7 @@ func (r *run) apply(ctx context.Context, s experiments.Step, rep int) ([]pending
 			}
 			ar.proc.Wait()
 			r.clocks[rep].Crash(inst, time.Now().UnixNano())
-			if s.Agent == "holder" {
+			if r.isWord(s.Agent) {
 				r.crashedHolder[rep] = inst
 			}
 		}
@@ -248,7 +249,7 @@ func (r *run) apply(ctx context.Context, s experiments.Step, rep int) ([]pending
 		}
 	case experiments.ActRestart:
 		targets := r.targets(s.Agent, rep)
-		if s.Agent == "holder" {
+		if r.isWord(s.Agent) {
 			targets = nil
 			if inst := r.crashedHolder[rep]; inst != "" {
 				targets = []string{inst}
@@ -298,7 +299,7 @@ func (r *run) apply(ctx context.Context, s experiments.Step, rep int) ([]pending
 
 // dirs lists the instance directions a link step touches in replica rep.
 func (r *run) dirs(s experiments.Step, rep int) [][2]string {
-	from, to := instance(s.From, rep), instance(s.To, rep)
+	from, to := results.Instance(s.From, rep), results.Instance(s.To, rep)
 	ds := [][2]string{{from, to}}
 	if s.Both {
 		ds = append(ds, [2]string{to, from})
@@ -306,35 +307,36 @@ func (r *run) dirs(s experiments.Step, rep int) [][2]string {
 	return ds
 }
 
-func instance(name string, rep int) string {
-	if rep == 0 {
-		return name
-	}
-	return fmt.Sprintf("%s.r%d", name, rep)
-}
-
 func (r *run) sameReplica(inst, name string) string {
-	return instance(name, r.agents[inst].a.Replica)
+	return results.Instance(name, r.agents[inst].a.Replica)
 }
 
-// targets resolves an agent name to its instance in replica rep; "holder"
-// is the instance holding a token now, if any.
+// isWord reports whether a schedule target is a word of the protocol's
+// (e.g. "holder") rather than an agent of the experiment.
+func (r *run) isWord(name string) bool {
+	_, agent := r.e.Agent(name)
+	return !agent
+}
+
+// targets resolves a schedule target to instances of replica rep: an
+// agent's instance, or what the protocol's observer resolves a word of
+// its to now ("holder": the instance holding a token), if anything.
 func (r *run) targets(name string, rep int) []string {
-	if name != "holder" {
-		return []string{instance(name, rep)}
+	if !r.isWord(name) {
+		return []string{results.Instance(name, rep)}
+	}
+	var among []string
+	for _, inst := range r.order {
+		if r.agents[inst].a.Replica == rep {
+			among = append(among, inst)
+		}
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var holder string
-	for _, inst := range r.holders {
-		if r.agents[inst].a.Replica == rep && (holder == "" || inst < holder) {
-			holder = inst
-		}
+	if inst, ok := r.obs.Target(name, among); ok {
+		return []string{inst}
 	}
-	if holder == "" {
-		return nil
-	}
-	return []string{holder}
+	return nil
 }
 
 func (r *run) isRunning(inst string) bool {
@@ -346,12 +348,7 @@ func (r *run) isRunning(inst string) bool {
 func (r *run) heldBy(inst string) string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for tok, h := range r.holders {
-		if h == inst {
-			return tok
-		}
-	}
-	return ""
+	return r.obs.Holds(inst)
 }
 
 // plannedProfile is the profile direction d (instances from>to) has
@@ -403,23 +400,14 @@ func (r *run) followLogs() {
 			clock.Observe(e)
 			r.mu.Lock()
 			defer r.mu.Unlock()
-			switch e.Kind {
-			case eventlog.TokenAcquired:
-				r.holders[e.Token] = inst
-			case eventlog.TokenReleased:
-				if r.holders[e.Token] == inst {
-					delete(r.holders, e.Token)
-				}
-			case eventlog.PassCompleted:
-				r.passes++
-			}
+			r.obs.Observe(inst, e)
 		})
 	}
 	// A crashed agent holds nothing any more.
 	r.mu.Lock()
-	for tok, inst := range r.holders {
+	for _, inst := range r.order {
 		if !r.agents[inst].running {
-			delete(r.holders, tok)
+			r.obs.Down(inst)
 		}
 	}
 	r.mu.Unlock()
@@ -442,10 +430,11 @@ func (r *run) progress(now time.Time, final bool) {
 		eta = time.Duration(float64(r.o.Duration-paper) / rate).Round(time.Second).String()
 	}
 	r.mu.Lock()
-	passes, faults := r.passes, r.faults
+	passes, what := r.obs.Progress()
+	faults := r.faults
 	r.mu.Unlock()
-	line := fmt.Sprintf("paper time %s / %s (%.1f%%), %d passes, %d faults injected, wall %s, ETA %s",
-		fmtPaper(paper), fmtPaper(r.o.Duration), 100*float64(paper)/float64(r.o.Duration), passes, faults, elapsed.Round(time.Second), eta)
+	line := fmt.Sprintf("paper time %s / %s (%.1f%%), %d %s, %d faults injected, wall %s, ETA %s",
+		fmtPaper(paper), fmtPaper(r.o.Duration), 100*float64(paper)/float64(r.o.Duration), passes, what, faults, elapsed.Round(time.Second), eta)
 	if r.o.TTY {
 		end := ""
 		if final {

@@ -88,12 +88,23 @@ type Policy struct {
 }
 
 // New returns the policy for cfg, which must be valid.
+// DefaultHold is the hold of a configuration that sets none: the paper's
+// 10 s per visit (002 §3.3).
+const DefaultHold = 10 * time.Second
+
+// Role is the policy's name in configuration files and logs.
+const Role = "randomwalk"
+
+var _ circulation.Policy = (*Policy)(nil)
+
+func init() { circulation.Register(Role, circulation.Typed(Role, New)) }
+
 func New(cfg Config) *Policy {
 	return &Policy{cfg: cfg, held: map[wire.TokenID]*heldToken{}}
 }
 
 // Name implements circulation.Policy.
-func (p *Policy) Name() string { return "randomwalk" }
+func (p *Policy) Name() string { return Role }
 
 // Start implements circulation.Policy.
 func (p *Policy) Start(h circulation.Host, now time.Time) []circulation.Action {

@@ -95,12 +95,19 @@ type Policy struct {
 }
 
 // New returns a policy; cfg is completed with WithDefaults.
+// Role is the policy's name in configuration files and logs.
+const Role = "wandering"
+
+var _ circulation.Policy = (*Policy)(nil)
+
+func init() { circulation.Register(Role, circulation.Typed(Role, New)) }
+
 func New(cfg Config) *Policy {
 	return &Policy{cfg: cfg.WithDefaults(), held: map[wire.TokenID]*held{}}
 }
 
 // Name implements circulation.Policy.
-func (p *Policy) Name() string { return "wandering" }
+func (p *Policy) Name() string { return Role }
 
 // Start implements circulation.Policy.
 func (p *Policy) Start(h circulation.Host, now time.Time) []circulation.Action {

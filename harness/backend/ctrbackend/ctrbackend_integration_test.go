@@ -20,6 +20,7 @@ import (
 
 	"tokenbed/agent/eventlog"
 	"tokenbed/harness/backend"
+	"tokenbed/harness/results"
 	"tokenbed/internal/nsenter"
 )
 
@@ -34,7 +35,7 @@ func testSpec(runID string, replicas int, names []string, mounts ...string) back
 		s.Prefixes = append(s.Prefixes, p)
 		var as []backend.Agent
 		for i, n := range names {
-			as = append(as, backend.Agent{Name: n, Replica: r, Instance: backend.InstanceName(n, r), Addr: backend.AgentAddr(p, i)})
+			as = append(as, backend.Agent{Name: n, Replica: r, Instance: results.Instance(n, r), Addr: backend.AgentAddr(p, i)})
 		}
 		s.Replicas = append(s.Replicas, as)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"tokenbed/harness/backend"
+	"tokenbed/harness/results"
 	"tokenbed/internal/nsenter"
 	"tokenbed/internal/testenv"
 )
@@ -38,7 +39,7 @@ func spec(runID string, replicas int) backend.Spec {
 		// The netns backend isolates replicas: they may share addresses.
 		s.Prefixes = append(s.Prefixes, prefix)
 		for i, n := range []string{"A", "B", "C"} {
-			as = append(as, backend.Agent{Name: n, Replica: r, Instance: backend.InstanceName(n, r), Addr: backend.AgentAddr(prefix, i)})
+			as = append(as, backend.Agent{Name: n, Replica: r, Instance: results.Instance(n, r), Addr: backend.AgentAddr(prefix, i)})
 		}
 		s.Replicas = append(s.Replicas, as)
 	}

@@ -1,0 +1,48 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+
+	"tokenbed/harness/runner"
+	"tokenbed/netem"
+)
+
+func cmdPreflight(args []string, stdout, stderr io.Writer, log *slog.Logger) int {
+	id := runner.NewRunID()
+	claim, err := runner.ClaimID(id, "")
+	if err == nil {
+		err = claim.AddNamespaces(netemCheckNS(id))
+		defer claim.Release()
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "harness preflight: run registry:", err)
+		return exitRunError
+	}
+	cerr := netem.CheckKernel(id)
+	fmt.Fprintf(stdout, "host kernel sch_netem: %v\n", okOr(cerr))
+	fmt.Fprintf(stdout, "userspace engine: %v\n", yesNo(userspaceAvailable()))
+	fmt.Fprintf(stdout, "User Mode Linux: %v\n", okOr(umlAvailable()))
+	path, why, err := chooseImpairment(runner.ImpairAuto, id)
+	if err != nil {
+		fmt.Fprintln(stdout, "impairment: none possible:", err)
+		return exitRunError
+	}
+	fmt.Fprintf(stdout, "impairment path: %s (%s)\n", path, why)
+	return exitOK
+}
+
+func okOr(err error) string {
+	if err == nil {
+		return "ok"
+	}
+	return err.Error()
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "available"
+	}
+	return "not available in this build"
+}

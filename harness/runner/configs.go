@@ -1,0 +1,104 @@
+package runner
+
+import (
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+
+	"tokenbed/agent/ca"
+	"tokenbed/harness/results"
+	"tokenbed/protocol"
+)
+
+// credentials creates the run's CA and every member's key pair. Keys stay
+// in a private temporary directory; certificates go to the results.
+func (r *run) credentials() error {
+	dir, err := os.MkdirTemp("", "tokenbed-"+r.o.RunID+"-keys-")
+	if err != nil {
+		return err
+	}
+	r.keyDir = dir
+	if err := ca.Init(dir); err != nil {
+		return err
+	}
+	copyFile(filepath.Join(dir, ca.CACertFile), filepath.Join(r.dir, results.CADir, ca.CACertFile))
+	for _, inst := range r.order {
+		if err := ca.Issue(dir, inst); err != nil {
+			return err
+		}
+		copyFile(filepath.Join(dir, ca.CertFile(inst)), filepath.Join(r.dir, results.CADir, ca.CertFile(inst)))
+	}
+	return nil
+}
+
+// writeConfigs writes every agent's configuration file (in the key
+// directory: it names the keys). An agent knows every member of its
+// replica that runs from the start; a later agent knows nobody until its
+// join step (writeJoinConfig).
+func (r *run) writeConfigs() error {
+	for _, inst := range r.order {
+		ar := r.agents[inst]
+		var peers []string
+		if !ar.spec.Later {
+			for _, other := range r.order {
+				oa := r.agents[other]
+				if other != inst && oa.a.Replica == ar.a.Replica && !oa.spec.Later {
+					peers = append(peers, other)
+				}
+			}
+		}
+		if err := r.writeConfig(inst, peers); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeJoinConfig gives a joining agent what 002 §3.2 gives it: the
+// address of one member, via, and nothing else; it learns the others from
+// the directories piggybacked on the passes. Restarted later, it starts
+// from the same file.
+func (r *run) writeJoinConfig(inst, via string) error { return r.writeConfig(inst, []string{via}) }
+
+// writeConfig writes inst's configuration file listing peers, as its
+// protocol words it.
+func (r *run) writeConfig(inst string, peers []string) error {
+	ar := r.agents[inst]
+	var ps []protocol.Process
+	for _, other := range peers {
+		ps = append(ps, r.process(other))
+	}
+	files := protocol.Files{CACert: filepath.Join(r.keyDir, ca.CACertFile), Credentials: r.keyDir,
+		PeerCert: func(i string) string { return filepath.Join(r.keyDir, ca.CertFile(i)) },
+		Log:      filepath.Join(r.absDir(), results.LogsDir, inst+".jsonl")}
+	b, err := r.proto.Config(r.e, r.process(inst), ps, files, r.e.Seed^hash(inst))
+	if err != nil {
+		return fmt.Errorf("%s: configuration: %w", inst, err)
+	}
+	ar.cfgPath = filepath.Join(r.keyDir, inst+".yaml")
+	return os.WriteFile(ar.cfgPath, b, 0o600)
+}
+
+// process is inst as its protocol sees it.
+func (r *run) process(inst string) protocol.Process {
+	ar := r.agents[inst]
+	return protocol.Process{Instance: inst, Name: ar.a.Name, Replica: ar.a.Replica,
+		Addr: netip.AddrPortFrom(ar.a.Addr, AgentPort), Spec: ar.spec}
+}
+
+func hash(s string) uint64 {
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(s); i++ {
+		h = (h ^ uint64(s[i])) * 1099511628211
+	}
+	return h
+}
+
+func copyFile(src, dst string) error {
+	b, err := os.ReadFile(src)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(dst, b, 0o644)
+}

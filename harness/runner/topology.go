@@ -1,0 +1,77 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"path/filepath"
+
+	"tokenbed/experiments"
+	"tokenbed/harness/capture"
+	"tokenbed/harness/results"
+	"tokenbed/netem"
+)
+
+// impair applies every direction's profile, scaled to network time, on
+// the queue toward its receiver, keyed by sender (impairKernel).
+func (r *run) impair() error {
+	r.trees = map[string]*netem.Tree{}
+	if r.o.Impair == ImpairNone {
+		return nil
+	}
+	if r.o.Impair == ImpairUserspace {
+		return r.impairUserspace()
+	}
+	if r.o.Impair != ImpairKernel {
+		return fmt.Errorf("impairment %q is not available with the %s backend", r.o.Impair, r.be.Name())
+	}
+	return r.impairKernel()
+}
+
+func (r *run) startCapture(ctx context.Context) error {
+	var ifs []capture.Interface
+	for _, inst := range r.order {
+		p, err := r.be.AgentPort(inst)
+		if err != nil {
+			return err
+		}
+		dev := p.Link
+		if d := r.capDev[inst]; d != "" {
+			dev = d
+		}
+		ifs = append(ifs, capture.Interface{Name: inst + "/" + dev, Device: dev, NetNSPath: p.NSPath,
+			Description: fmt.Sprintf("agent %s, %v:%d", inst, r.agents[inst].a.Addr, AgentPort)})
+	}
+	c, err := capture.Create(ctx, filepath.Join(r.dir, results.CaptureFile), capture.Config{Interfaces: ifs,
+		Comment: fmt.Sprintf("tokenbed run %s, experiment %s, seed %d", r.o.RunID, r.e.Name, r.e.Seed)})
+	if err != nil {
+		return fmt.Errorf("capture: %w", err)
+	}
+	r.cap = c
+	return nil
+}
+
+// nominalHold is inst's nominal interval of application time in wall ns
+// (the protocol's; 0 when it has none).
+func (r *run) nominalHold(inst string) int64 { return r.proto.NominalNS(r.e, r.agents[inst].spec) }
+
+func (r *run) writeTopology() error {
+	var t results.Topology
+	t.Port = AgentPort
+	for _, inst := range r.order {
+		a := r.agents[inst].a
+		p, _ := r.be.AgentPort(inst)
+		where := p.Name
+		if where == "" {
+			where = filepath.Base(p.NSPath)
+		}
+		t.Agents = append(t.Agents, results.AgentInfo{Name: a.Name, Replica: a.Replica, Instance: inst,
+			Addr: netip.AddrPortFrom(a.Addr, AgentPort).String(), Namespace: where, Interface: p.Link,
+			Log: filepath.Join(results.LogsDir, inst+".jsonl"), HoldNS: r.nominalHold(inst)})
+	}
+	for _, d := range r.e.Directions {
+		t.Directions = append(t.Directions, results.DirectionInfo{From: d.From, To: d.To,
+			Profile: experiments.ScaleNetwork(d.Profile, r.e.NetworkTimeScale).String(), Paper: d.Text})
+	}
+	return results.WriteJSON(r.dir, results.TopologyFile, t)
+}

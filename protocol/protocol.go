@@ -1,0 +1,123 @@
+// Package protocol is the seam between the testbed core and the protocol
+// it tests. The core — experiment parsing, backends, impairment, capture,
+// the fault schedule, the results directory and the report frame — knows
+// processes, links and events; a protocol plug-in knows what its processes
+// are. Data flows one way (experiment → run → logs and capture → analysis
+// → report), so a plug-in has two halves in two registries:
+//
+//   - the run half (this package's Protocol), used by harness/runner:
+//     each process's configuration file, the command that starts it, the
+//     live observers the schedule needs (a crash target such as "holder"),
+//     and the basis of the paper clock;
+//   - the analysis half, used by package analysis: its checkers and its
+//     report sections (analysis.Register).
+//
+// Token passing (seed 002, package protocol/tokenpassing) is the first
+// plug-in. A lock service (seed 001: servers and clients) is a second one
+// without a core change: its processes take roles "server" and "client",
+// Config writes each role's file, Target resolves "leader" from the
+// servers' logs, and its Basis counts the clients' critical sections as
+// application time.
+//
+// Adding a protocol: see the README, "Adding a protocol".
+package protocol
+
+import (
+	"net/netip"
+
+	"tokenbed/agent/eventlog"
+	"tokenbed/experiments"
+	"tokenbed/harness/results"
+	"tokenbed/internal/registry"
+)
+
+// Process is one process of a run as the runner placed it.
+type Process struct {
+	Instance string // member name: results.Instance(Name, Replica)
+	Name     string // name in the experiment
+	Replica  int
+	Addr     netip.AddrPort
+	// Spec is the process's resolved entry of the experiment file (its
+	// role and its section of the configuration).
+	Spec experiments.Agent
+}
+
+// Start says how a process is started.
+type Start struct {
+	// Join names the member the process joins through; "" at the start
+	// of the run and on restarts.
+	Join string
+	// RTPriority, when not 0, asks the process to run its threads
+	// SCHED_FIFO at this priority.
+	RTPriority int
+}
+
+// Files are the paths a process's configuration names.
+type Files struct {
+	CACert      string // the run CA's certificate
+	Credentials string // directory with INSTANCE.crt and INSTANCE.key
+	// PeerCert gives a peer's certificate file (for processes that start
+	// warm, with their peers' keys cached).
+	PeerCert func(instance string) string
+	Log      string // the process's event log
+}
+
+// Protocol is the run half of a protocol plug-in.
+type Protocol interface {
+	// Name is the protocol's name in experiment files (protocol:).
+	Name() string
+	// Config returns p's configuration file. peers are the processes it
+	// knows at start (for a process that joins later, the one it joins
+	// through); seed is p's own random seed.
+	Config(e *experiments.Experiment, p Process, peers []Process, f Files, seed uint64) ([]byte, error)
+	// Args is the command line that starts a process (after the binary)
+	// with its configuration file cfg.
+	Args(cfg string, o Start) []string
+	// NominalNS is p's nominal interval of application time in wall
+	// nanoseconds (its hold, scaled), or 0 when it has none.
+	NominalNS(e *experiments.Experiment, p experiments.Agent) int64
+	// Basis classifies events for the paper clock.
+	Basis(e eventlog.Event) (results.ClockOp, string)
+	// NewObserver returns a live observer for one run.
+	NewObserver() Observer
+}
+
+// Observer follows the processes' logs while a run goes on, for the
+// schedule and for progress. The runner calls it from one goroutine.
+type Observer interface {
+	// Observe feeds one event of instance inst's log, in log order.
+	Observe(inst string, e eventlog.Event)
+	// Down says inst is not running (crashed, left, exited): it holds
+	// nothing any more.
+	Down(inst string)
+	// Target resolves a schedule target word (e.g. "holder") among the
+	// instances of one replica; ok is false when none qualifies now.
+	// Words the protocol does not know are never passed here.
+	Target(word string, among []string) (inst string, ok bool)
+	// Holds names what inst holds, for the crash record ("" if nothing).
+	Holds(inst string) string
+	// Progress is a count worth showing while the run goes on, and what
+	// it counts ("passes").
+	Progress() (n int, what string)
+}
+
+// Default is the protocol of an experiment file that names none.
+const Default = "tokenpassing"
+
+var protocols = registry.New[Protocol]("protocol")
+
+// Register makes a protocol known by its name. Plug-ins call it from
+// init; registering a name twice panics.
+func Register(p Protocol) { protocols.Register(p.Name(), p) }
+
+// Names lists the registered protocols, sorted.
+func Names() []string { return protocols.Names() }
+
+// Lookup returns the named protocol ("" is Default), or an error listing
+// the registered ones.
+func Lookup(name string) (Protocol, error) {
+	if name == "" {
+		name = Default
+	}
+	return protocols.Lookup(name)
+}

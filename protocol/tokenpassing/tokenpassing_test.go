@@ -1,0 +1,99 @@
+package tokenpassing
+
+import (
+	"net/netip"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"tokenbed/agent/config"
+	"tokenbed/agent/eventlog"
+	"tokenbed/experiments"
+	"tokenbed/harness/results"
+	"tokenbed/protocol"
+)
+
+// The configuration the plug-in writes is one the agent loads, with the
+// experiment's settings and the start-up token where the experiment asks.
+func TestConfigRoundTrip(t *testing.T) {
+	retries, regen := 0, 3.0
+	e := &experiments.Experiment{TimeScale: 100, NetworkTimeScale: 1}
+	spec := experiments.Agent{Name: "A", Role: config.RoleRandomWalk, Generate: true, Config: experiments.AgentConfig{
+		Passing:    config.Passing{AckTimeout: 250 * time.Millisecond, CommitRetries: &retries},
+		RandomWalk: config.RandomWalk{Hold: 7 * time.Second, RegenerateAfter: &regen},
+		Fault:      "skip_ack_check", DirectoryTTL: time.Minute}}
+	a := protocol.Process{Instance: "A.r2", Name: "A", Replica: 2, Addr: netip.MustParseAddrPort("10.77.2.1:7400"), Spec: spec}
+	b := protocol.Process{Instance: "B.r2", Name: "B", Replica: 2, Addr: netip.MustParseAddrPort("10.77.2.2:7400")}
+	files := protocol.Files{CACert: "/k/ca.crt", Credentials: "/k", Log: "/r/logs/A.r2.jsonl",
+		PeerCert: func(i string) string { return "/k/" + i + ".crt" }}
+	out, err := Protocol{}.Config(e, a, []protocol.Process{b}, files, 42)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "a.yaml")
+	os.WriteFile(path, out, 0o600)
+	c, err := config.Load(path)
+	if err != nil {
+		t.Fatalf("the agent cannot load what the plug-in wrote: %v\n%s", err, out)
+	}
+	r, err := c.Validate()
+	if err != nil {
+		t.Fatalf("invalid: %v\n%s", err, out)
+	}
+	if r.Name != "A.r2" || r.Listen != a.Addr || r.Seed != 42 || r.TimeScale != 100 || r.Role != config.RoleRandomWalk {
+		t.Errorf("core fields: %+v", r)
+	}
+	if len(r.Peers) != 1 || r.Peers[0].Name != "B.r2" || r.Peers[0].Certificate != "/k/B.r2.crt" {
+		t.Errorf("peers %+v: want B.r2 with its certificate (replica 2 starts warm)", r.Peers)
+	}
+	if !r.RandomWalk.GenerateAtStart || r.Wandering.GenerateAtStart {
+		t.Errorf("generate_at_start: randomwalk %v wandering %v; want only the agent's role", r.RandomWalk.GenerateAtStart, r.Wandering.GenerateAtStart)
+	}
+	if r.RandomWalk.Hold != 70*time.Millisecond || r.RandomWalk.RegenerateAfter != 3 {
+		t.Errorf("randomwalk %+v: want the experiment's hold (scaled) and regenerate_after", r.RandomWalk)
+	}
+	if r.Passing.AckTimeout != 250*time.Millisecond || r.Passing.CommitRetries != 0 || r.Passing.Fault == 0 {
+		t.Errorf("passing %+v", r.Passing)
+	}
+	if r.DirectoryTTL != 600*time.Millisecond {
+		t.Errorf("directory_ttl %v", r.DirectoryTTL)
+	}
+}
+
+func TestObserverHolder(t *testing.T) {
+	o := Protocol{}.NewObserver()
+	o.Observe("B.r1", eventlog.Event{Kind: eventlog.TokenAcquired, Token: "t1"})
+	o.Observe("A", eventlog.Event{Kind: eventlog.TokenAcquired, Token: "t0"})
+	if got, ok := o.Target(TargetHolder, []string{"A.r1", "B.r1"}); !ok || got != "B.r1" {
+		t.Errorf("holder of replica 1 = %q %v, want B.r1", got, ok)
+	}
+	if o.Holds("A") != "t0" {
+		t.Errorf("A holds %q", o.Holds("A"))
+	}
+	o.Down("B.r1")
+	if got, ok := o.Target(TargetHolder, []string{"A.r1", "B.r1"}); ok {
+		t.Errorf("a crashed agent is still the holder: %q", got)
+	}
+	o.Observe("A", eventlog.Event{Kind: eventlog.PassCompleted, Token: "t0"})
+	if n, what := o.Progress(); n != 1 || what != "passes" {
+		t.Errorf("progress %d %s", n, what)
+	}
+}
+
+func TestBasisAndNominal(t *testing.T) {
+	p := Protocol{}
+	if op, k := p.Basis(eventlog.Event{Kind: eventlog.TokenAcquired, Token: "x"}); op != results.ClockBegin || k != "x" {
+		t.Errorf("acquired: %v %q", op, k)
+	}
+	if op, _ := p.Basis(eventlog.Event{Kind: eventlog.PassStarted, Token: "x"}); op != results.ClockEnd {
+		t.Errorf("pass_started: %v", op)
+	}
+	e := &experiments.Experiment{TimeScale: 1000}
+	if n := p.NominalNS(e, experiments.Agent{}); n != int64(10*time.Millisecond) {
+		t.Errorf("default hold at scale 1000: %d ns", n)
+	}
+	if n := p.NominalNS(e, experiments.Agent{Role: config.RoleWandering}); n != 0 {
+		t.Errorf("wandering has no fixed hold: %d", n)
+	}
+}
