@@ -6,8 +6,8 @@ import (
 	"strings"
 	"time"
 
-	"tokenbed/protocol"
-	"tokenbed/protocol/tokenpassing"
+	"tokenbed/harness/protocol"
+	"tokenbed/harness/protocol/tokenpassing"
 )
 
 // Checker is one check, as Jepsen's checker protocol: it takes a history

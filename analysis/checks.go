@@ -10,8 +10,8 @@ import (
 	"tokenbed/agent/eventlog"
 	"tokenbed/agent/wire"
 	"tokenbed/harness/results"
-	"tokenbed/protocol"
-	_ "tokenbed/protocol/tokenpassing" // the protocol of runs that name none
+	"tokenbed/harness/protocol"
+	_ "tokenbed/harness/protocol/tokenpassing" // the protocol of runs that name none
 )
 
 // hold is one agent holding one token, in mono time.

@@ -10,7 +10,7 @@ import (
 	"tokenbed/harness/backend"
 	"tokenbed/harness/backend/nsbackend"
 	"tokenbed/harness/runner"
-	_ "tokenbed/protocol/tokenpassing" // the protocol plug-ins this build runs
+	_ "tokenbed/harness/protocol/tokenpassing" // the protocol plug-ins this build runs
 )
 
 // cmdClean removes what killed runs left: for each run the registry

@@ -16,7 +16,7 @@ import (
 	"tokenbed/experiments"
 	"tokenbed/harness/backend"
 	"tokenbed/harness/runner"
-	"tokenbed/protocol"
+	"tokenbed/harness/protocol"
 )
 
 type runFlags struct {

@@ -31,7 +31,7 @@ import (
 	"golang.org/x/term"
 
 	"tokenbed/analysis/pcaptimeline"
-	_ "tokenbed/protocol/tokenpassing" // the protocol plug-ins this build runs
+	_ "tokenbed/harness/protocol/tokenpassing" // the protocol plug-ins this build runs
 )
 
 const (

@@ -11,7 +11,7 @@ import (
 	"tokenbed/agent/eventlog"
 	"tokenbed/harness/backend"
 	"tokenbed/harness/results"
-	"tokenbed/protocol"
+	"tokenbed/harness/protocol"
 )
 
 // startAgent starts (or restarts) an agent; join names the member to join

@@ -8,7 +8,7 @@ import (
 
 	"tokenbed/agent/ca"
 	"tokenbed/harness/results"
-	"tokenbed/protocol"
+	"tokenbed/harness/protocol"
 )
 
 // credentials creates the run's CA and every member's key pair. Keys stay

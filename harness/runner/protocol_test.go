@@ -2,4 +2,4 @@ package runner
 
 // The runner knows no protocol: its tests run token passing, the plug-in
 // the harness registers.
-import _ "tokenbed/protocol/tokenpassing"
+import _ "tokenbed/harness/protocol/tokenpassing"

@@ -43,7 +43,7 @@ import (
 	"tokenbed/harness/results"
 	"tokenbed/netem"
 	"tokenbed/netem/userspace"
-	"tokenbed/protocol"
+	"tokenbed/harness/protocol"
 )
 
 // AgentPort is the UDP port every agent listens on.

@@ -1,4 +1,4 @@
 package ctrbackend
 
 // runner.Run needs a protocol plug-in registered: token passing.
-import _ "tokenbed/protocol/tokenpassing"
+import _ "tokenbed/harness/protocol/tokenpassing"

@@ -17,7 +17,7 @@ import (
 	"tokenbed/agent/eventlog"
 	"tokenbed/experiments"
 	"tokenbed/harness/results"
-	"tokenbed/protocol"
+	"tokenbed/harness/protocol"
 )
 
 // Name of the protocol in experiment files.

@@ -12,7 +12,7 @@
 //   - the analysis half, used by package analysis: its checkers and its
 //     report sections (analysis.Register).
 //
-// Token passing (seed 002, package protocol/tokenpassing) is the first
+// Token passing (seed 002, package harness/protocol/tokenpassing) is the first
 // plug-in. A lock service (seed 001: servers and clients) is a second one
 // without a core change: its processes take roles "server" and "client",
 // Config writes each role's file, Target resolves "leader" from the

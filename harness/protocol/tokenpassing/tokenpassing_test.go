@@ -11,7 +11,7 @@ import (
 	"tokenbed/agent/eventlog"
 	"tokenbed/experiments"
 	"tokenbed/harness/results"
-	"tokenbed/protocol"
+	"tokenbed/harness/protocol"
 )
 
 // The configuration the plug-in writes is one the agent loads, with the
