@@ -9,9 +9,9 @@ import (
 
 	"tokenbed/agent/eventlog"
 	"tokenbed/agent/wire"
-	"tokenbed/harness/results"
 	"tokenbed/harness/protocol"
 	_ "tokenbed/harness/protocol/tokenpassing" // the protocol of runs that name none
+	"tokenbed/harness/results"
 )
 
 // hold is one agent holding one token, in mono time.

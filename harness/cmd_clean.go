@@ -9,8 +9,8 @@ import (
 
 	"tokenbed/harness/backend"
 	"tokenbed/harness/backend/nsbackend"
-	"tokenbed/harness/runner"
 	_ "tokenbed/harness/protocol/tokenpassing" // the protocol plug-ins this build runs
+	"tokenbed/harness/runner"
 )
 
 // cmdClean removes what killed runs left: for each run the registry

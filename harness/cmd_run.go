@@ -15,8 +15,8 @@ import (
 
 	"tokenbed/experiments"
 	"tokenbed/harness/backend"
-	"tokenbed/harness/runner"
 	"tokenbed/harness/protocol"
+	"tokenbed/harness/runner"
 )
 
 type runFlags struct {

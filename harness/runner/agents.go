@@ -10,8 +10,8 @@ import (
 
 	"tokenbed/agent/eventlog"
 	"tokenbed/harness/backend"
-	"tokenbed/harness/results"
 	"tokenbed/harness/protocol"
+	"tokenbed/harness/results"
 )
 
 // startAgent starts (or restarts) an agent; join names the member to join

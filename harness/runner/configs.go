@@ -7,8 +7,8 @@ import (
 	"path/filepath"
 
 	"tokenbed/agent/ca"
-	"tokenbed/harness/results"
 	"tokenbed/harness/protocol"
+	"tokenbed/harness/results"
 )
 
 // credentials creates the run's CA and every member's key pair. Keys stay

@@ -40,10 +40,10 @@ import (
 	"tokenbed/harness/backend"
 	"tokenbed/harness/backend/nsbackend"
 	"tokenbed/harness/capture"
+	"tokenbed/harness/protocol"
 	"tokenbed/harness/results"
 	"tokenbed/netem"
 	"tokenbed/netem/userspace"
-	"tokenbed/harness/protocol"
 )
 
 // AgentPort is the UDP port every agent listens on.

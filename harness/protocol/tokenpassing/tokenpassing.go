@@ -16,8 +16,8 @@ import (
 	"tokenbed/agent/config"
 	"tokenbed/agent/eventlog"
 	"tokenbed/experiments"
-	"tokenbed/harness/results"
 	"tokenbed/harness/protocol"
+	"tokenbed/harness/results"
 )
 
 // Name of the protocol in experiment files.

@@ -10,8 +10,8 @@ import (
 	"tokenbed/agent/config"
 	"tokenbed/agent/eventlog"
 	"tokenbed/experiments"
-	"tokenbed/harness/results"
 	"tokenbed/harness/protocol"
+	"tokenbed/harness/results"
 )
 
 // The configuration the plug-in writes is one the agent loads, with the
