@@ -41,6 +41,8 @@
 //
 // The cost: an agent is deaf for up to 2·S after every start (S if clocks
 // agree), first starts included, since it cannot tell them from restarts.
+// Its own policy starts S after the node (Node.startPolicy), since until
+// then it would refuse the replies to its own passes.
 // A pass toward it in that window fails like a pass to a crashed member:
 // the sender's Move retries run out and the sender keeps the token (002
 // §3.1: no loss, no duplication), and the policy tries again. The
@@ -245,6 +247,9 @@ type Node struct {
 	// fresh: datagrams with a nonce below it may predate this start (see
 	// the package doc, "Restarts").
 	fresh int64
+	// polStarted: the policy has been started (at fresh, or at the first
+	// datagram accepted before then).
+	polStarted bool
 	// self is this agent's own signed directory entry.
 	self wire.Entry
 }
@@ -333,12 +338,26 @@ func (n *Node) Ready() Ready {
 
 func (n *Node) event(e eventlog.Event) { n.ready.Events = append(n.ready.Events, e) }
 
-// Start starts the policy (which may generate a token). now must be the
+// Start starts the node; its policy (which may generate a token) starts
+// max_clock_skew later, see startPolicy. now must be the
 // wall clock: it is the start that replay protection counts from.
 func (n *Node) Start(now time.Time) {
 	n.fresh = now.Add(n.cfg.MaxClockSkew).UnixNano()
 	n.signSelf(now)
 	n.gcAt = now.Add(n.cfg.DirectoryTTL / 4)
+}
+
+// startPolicy starts the policy, once. It waits for fresh (start + S):
+// before then the node refuses every datagram, so a pass it started
+// could not hear its Ack, and a token it generated would wait out a pass
+// that fails by construction (issue 10: every run's first pass paid
+// the Move timeouts). A datagram accepted earlier, from a peer whose
+// clock is ahead, starts it at once.
+func (n *Node) startPolicy(now time.Time) {
+	if n.polStarted {
+		return
+	}
+	n.polStarted = true
 	n.actions(now, n.pol.Start(n, now))
 }
 
@@ -416,6 +435,7 @@ func (n *Node) Receive(now time.Time, from netip.AddrPort, b []byte) {
 		n.reject("before-start", &d, from, fmt.Sprintf("nonce %d precedes start + max_clock_skew (%d)", d.Nonce, n.fresh))
 		return
 	}
+	n.startPolicy(now)
 	k := sessionKey{d.Token, d.Session, d.Sender}
 	prevTo, hadTo := n.replyTo[k]
 	switch d.Type {
@@ -569,7 +589,10 @@ func (n *Node) directory(now time.Time, withCert bool) []wire.Entry {
 func (n *Node) Tick(now time.Time) {
 	n.ep.Tick(now)
 	n.drain(now)
-	if d, ok := n.pol.Deadline(); ok && !now.Before(d) {
+	if !n.polStarted && now.UnixNano() >= n.fresh {
+		n.startPolicy(now)
+	}
+	if d, ok := n.pol.Deadline(); ok && n.polStarted && !now.Before(d) {
 		n.actions(now, n.pol.Tick(now))
 	}
 	if n.cfg.DirectoryTTL > 0 && !now.Before(n.gcAt) {
@@ -586,7 +609,11 @@ func (n *Node) Tick(now time.Time) {
 // Deadline returns when Tick must be called next, if ever.
 func (n *Node) Deadline() (time.Time, bool) {
 	d, ok := n.ep.Deadline()
-	if pd, pok := n.pol.Deadline(); pok && (!ok || pd.Before(d)) {
+	pd, pok := n.pol.Deadline()
+	if !n.polStarted {
+		pd, pok = time.Unix(0, n.fresh), true
+	}
+	if pok && (!ok || pd.Before(d)) {
 		d, ok = pd, true
 	}
 	if n.cfg.DirectoryTTL > 0 && (!ok || n.gcAt.Before(d)) {

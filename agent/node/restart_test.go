@@ -200,3 +200,36 @@ func TestMaxClockSkewIsValidated(t *testing.T) {
 		}
 	}
 }
+
+// A fresh membership, started at once with agreeing clocks: the policy
+// starts max_clock_skew after the node, so the creator's first Move is
+// not refused as before-start by a peer that started with it, and the
+// replies to it are not refused by the creator itself. Before, every
+// run's first pass failed its Moves and paid the Move timeouts.
+func TestFirstPassClearsTheStartWindow(t *testing.T) {
+	s := newSim(t, 9)
+	start := s.now
+	s.addNode("B", rw(10*time.Millisecond, false), "A", "C")
+	s.addNode("C", rw(10*time.Millisecond, false), "A", "B")
+	s.addNode("A", rw(time.Millisecond, true), "B", "C")
+	s.run(s.now.Add(time.Second))
+	for name, n := range s.nodes {
+		if r := n.Rejected()["before-start"]; r > 0 {
+			t.Errorf("%s refused %d datagrams as before-start", name, r)
+		}
+	}
+	if f := s.count(eventlog.PassFailed, ""); f > 0 {
+		t.Errorf("%d passes failed on a lossless network", f)
+	}
+	for _, e := range s.events {
+		if e.Kind == eventlog.TokenAcquired && e.Agent == "A" {
+			if at := time.Unix(0, e.WallNS).Sub(start); at < DefaultMaxClockSkew {
+				t.Errorf("A generated its token %v after its start, inside the start window of %v", at, DefaultMaxClockSkew)
+			}
+			break
+		}
+	}
+	if acq := s.count(eventlog.TokenAcquired, ""); acq < 50 {
+		t.Errorf("only %d acquisitions in 1 s of 10 ms holds", acq)
+	}
+}

@@ -33,7 +33,9 @@ time_scale: 10
 replicas: 2
 defaults:
   agent:
-    randomwalk: {hold: 1s}
+    # 10 ms wall: the creator's first Move leaves inside its peers'
+    # start-up window unless the runner waits it out (Protocol.Settle).
+    randomwalk: {hold: 100ms}
     passing: {move_timeout: 100ms, ack_timeout: 100ms, commit_timeout: 100ms}
 agents:
   - {name: A, generate: true}
@@ -97,17 +99,30 @@ func TestRunWritesResultsAndLeavesNothing(t *testing.T) {
 	if len(crashes) != 2 || crashes[0] != "C" || !strings.HasSuffix(crashes[1], ".r1") || !restarted {
 		t.Errorf("crashes %v (want C, then the holder of replica 1), restart of C %v", crashes, restarted)
 	}
-	// Every agent log is complete and valid, and the token moved.
+	// Every agent log is complete and valid, and the token moved. The
+	// token creators start once their peers are past the start-up window
+	// in which an agent refuses datagrams signed before its start plus the
+	// clock skew (Protocol.Settle): only C, restarted in replica 0, may
+	// refuse any as before-start.
 	acq := 0
 	for _, inst := range []string{"A", "B", "C", "A.r1", "B.r1", "C.r1"} {
 		evs, err := eventlog.ReadFile(filepath.Join(dir, "logs", inst+".jsonl"))
 		if err != nil {
 			t.Fatal(err)
 		}
+		var beforeStart uint64
 		for _, ev := range evs {
-			if ev.Kind == eventlog.TokenAcquired {
+			switch {
+			case ev.Kind == eventlog.TokenAcquired:
 				acq++
+			case ev.Kind == eventlog.DatagramRejected && ev.Reason == "before-start":
+				beforeStart++
+			case ev.Kind == eventlog.RejectionsSummary:
+				beforeStart += ev.Counts["before-start"]
 			}
+		}
+		if beforeStart > 0 && inst != "C" {
+			t.Errorf("%s refused %d datagrams as before-start: a token creator started inside its peers' start-up window", inst, beforeStart)
 		}
 	}
 	if acq < 30 {
