@@ -106,6 +106,11 @@ func (r *run) impairKernel() error {
 			return r.impairUserspace()
 		}
 	}
+	if devs := hostDevices(r.order, trees, ports); len(devs) > 0 && r.o.Claim != nil {
+		if err := r.o.Claim.AddDevices(devs...); err != nil {
+			return err
+		}
+	}
 	for _, inst := range r.order {
 		st := trees[inst]
 		t, err := st.Apply(ports[inst].NS)

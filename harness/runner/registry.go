@@ -41,6 +41,11 @@ type Entry struct {
 	// that writes none (harness preflight).
 	Results    string   `json:"results,omitempty"`
 	Namespaces []string `json:"namespaces,omitempty"`
+	// Devices are links the run creates in the harness's own network
+	// namespace (an IFB device of a duplicating direction, when the
+	// backend's ports are there: containers). A namespace takes its links
+	// with it; these would outlive a killed run.
+	Devices []string `json:"devices,omitempty"`
 }
 
 // Alive reports whether the harness that made the entry still runs.
@@ -132,6 +137,15 @@ func (c *Claim) AddNamespaces(names ...string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.e.Namespaces = append(c.e.Namespaces, names...)
+	return c.write()
+}
+
+// AddDevices records links the run is about to create in the harness's
+// own network namespace.
+func (c *Claim) AddDevices(names ...string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.e.Devices = append(c.e.Devices, names...)
 	return c.write()
 }
 
@@ -261,6 +275,13 @@ func CleanDead(e Entry, say func(string)) error {
 	removed, err := nsbackend.RemoveNamespaces(e.Namespaces)
 	for _, n := range removed {
 		say("removed namespace " + n)
+	}
+	for _, d := range e.Devices {
+		gone, derr := removeIFB(d)
+		err = errors.Join(err, derr)
+		if gone {
+			say("removed device " + d)
+		}
 	}
 	dirs, _ := filepath.Glob(keyDirPattern(e.RunID))
 	for _, d := range dirs {
