@@ -668,24 +668,14 @@ func (b *Backend) AgentPort(instance string) (backend.Port, error) {
 // the agent. Docker created it for the run's holder, nothing else uses it,
 // and it is deleted with the holder (and any qdisc with it), so attaching
 // a netem tree there (kernel path, on hosts with sch_netem) touches
-// nothing that is not the run's. For the userspace engine, which works
-// inside a namespace, see UserspaceTarget.
+// nothing that is not the run's. The userspace engine works inside the
+// pod's own namespace instead (AgentPort).
 func (b *Backend) IngressPort(instance string) (backend.Port, error) {
 	p, err := b.pod(instance)
 	if err != nil {
 		return backend.Port{}, err
 	}
 	return backend.Port{NS: b.hostNS, NSPath: fmt.Sprintf("/proc/%d/ns/net", os.Getpid()), Link: p.hostVeth}, nil
-}
-
-// UserspaceTarget is the seam where the userspace impairment engine
-// (netem/userspace) attaches for traffic toward instance: the pod's own
-// namespace and its eth0, where the engine can take the agent's incoming
-// datagrams by source address (NFQUEUE in the namespace's INPUT path, or
-// a TUN relay) without touching the host's firewall or Docker's rules.
-// The namespace is stable for the whole run (the pod holder owns it).
-func (b *Backend) UserspaceTarget(instance string) (backend.Port, error) {
-	return b.AgentPort(instance)
 }
 
 // Start implements backend.Backend: a new agent container in the pod's
