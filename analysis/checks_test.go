@@ -91,6 +91,17 @@ func TestLiteralStalledCirculationFailsLiveness(t *testing.T) {
 	}
 }
 
+// The members of a replica start before its token creator (the runner
+// starts creators last; containers start one by one, seconds for a
+// replica): the wait until the creator started is not a stall.
+func TestLiteralLateCreatorIsNoStall(t *testing.T) {
+	s, _ := judgeFile(t, "late-creator.jsonl", literal{exp: "experiment.yaml"})
+	wantVerdicts(t, s, allPass)
+	if s.LongestGapS > 2.6 {
+		t.Errorf("longest gap %.3f s: the 4 s before the creator started counted as a stall", s.LongestGapS)
+	}
+}
+
 // A circulation that goes on, each gap under the bound, at less than one
 // acquisition per visit bound fails on its throughput.
 func TestLiteralSlowCirculationFailsThroughput(t *testing.T) {

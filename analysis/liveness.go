@@ -218,7 +218,7 @@ func checkLiveness(s *Summary, h *history, exp *experiments.Experiment, losses [
 			continue
 		}
 		ex := append(append([]span{}, rp.faults...), rp.lossWaits...)
-		prev := rp.start
+		prev := max(rp.start, creatorStart(h, rp.acqs))
 		for _, t := range append(monos(h, rp.acqs), rp.end) {
 			if g := t - prev - excused(ex, prev, t); g > worstGap {
 				worstGap, worstFrom = g, prev
@@ -296,4 +296,23 @@ func monos(h *history, idx []int) []int64 {
 		out[i] = h.evs[j].mono
 	}
 	return out
+}
+
+// creatorStart is when the process that made the replica's first
+// acquisition started (its last agent_started before it), or 0. The
+// runner starts token creators after their peers, and on the container
+// backend starting a replica's members takes seconds: the wait for the
+// creator is start-up, not a stall.
+func creatorStart(h *history, acqs []int) int64 {
+	if len(acqs) == 0 {
+		return 0
+	}
+	first := h.evs[acqs[0]]
+	var at int64
+	for _, e := range h.evs[:acqs[0]] {
+		if e.agent == first.agent && e.kind == eventlog.AgentStarted {
+			at = e.mono
+		}
+	}
+	return at
 }
