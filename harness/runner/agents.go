@@ -25,9 +25,6 @@ func (r *run) startAgent(ctx context.Context, inst, join string) error {
 		}
 		r.mu.Lock()
 		ar.proc, ar.running = p, true
-		if ar.tail == nil {
-			ar.tail = newTailer(filepath.Join(r.dir, results.LogsDir, inst+".jsonl"))
-		}
 		r.mu.Unlock()
 		return nil
 	}

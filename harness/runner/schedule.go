@@ -426,13 +426,7 @@ func (r *run) followLogs() {
 		if ar.tail == nil {
 			continue
 		}
-		clock := r.clocks[ar.a.Replica]
-		ar.tail.read(func(e eventlog.Event) {
-			clock.Observe(e)
-			r.mu.Lock()
-			defer r.mu.Unlock()
-			r.obs.Observe(inst, e)
-		})
+		ar.tail.read(func(e eventlog.Event) { r.observe(inst, e) })
 	}
 	// A crashed agent holds nothing any more.
 	r.mu.Lock()
@@ -442,6 +436,15 @@ func (r *run) followLogs() {
 		}
 	}
 	r.mu.Unlock()
+}
+
+// observe feeds one event of inst's log to its replica's paper clock and
+// to the protocol's observer.
+func (r *run) observe(inst string, e eventlog.Event) {
+	r.clocks[r.agents[inst].a.Replica].Observe(e)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.obs.Observe(inst, e)
 }
 
 // progress prints the paper time replayed (summed over replicas), passes,

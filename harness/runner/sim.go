@@ -60,7 +60,10 @@ func (r *run) simCredentials() *ca.Source {
 
 // configureSim prepares the world before Setup builds it.
 func (r *run) configureSim() {
-	r.simb.Configure(sim.Config{Seed: r.e.Seed, OnExit: r.simExited})
+	// The world hands every event over as it logs it, in time order
+	// across processes: tailing the files would read them file by file,
+	// and a simulated stretch of hours holds many passes of one token.
+	r.simb.Configure(sim.Config{Seed: r.e.Seed, OnExit: r.simExited, OnEvent: r.observe})
 }
 
 // startSimCapture writes the capture from the world's links: one

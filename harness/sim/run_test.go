@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"tokenbed/agent/eventlog"
 	"tokenbed/analysis"
 	"tokenbed/experiments"
 	"tokenbed/harness/backend"
@@ -116,5 +117,66 @@ func TestThreeAgentsChecksPass(t *testing.T) {
 	// experiment gives no latency figures).
 	if judged < 5 {
 		t.Errorf("%d checks passed, want at least 5", judged)
+	}
+}
+
+// A crash of "holder" after hours of virtual time kills the agent that
+// holds the token. (A regression: the observer was fed by tailing the
+// logs file by file, and one jump of the simulated clock holds many
+// passes of the token, so the last file read decided who held it: the
+// observer saw nobody: the crash waited for the next acquisition, or,
+// with holds longer than the 5 s it waits, was skipped.) With this seed
+// the token is held, not in flight, at 3000 s.
+func TestCrashOfTheHolderAfterALongStretch(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "long.yaml")
+	if err := os.WriteFile(path, []byte(`
+name: long
+seed: 5
+duration: 3100s
+defaults:
+  profile: "delay 2ms"
+  agent: {randomwalk: {hold: 30s}}
+agents: [{name: A, generate: true}, {name: B}, {name: C}]
+schedule:
+  - {action: crash, agent: holder, at: 3000s}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dir := simRun(t, path, "tb5e0004", 0)
+	evs, err := eventlog.ReadFile(filepath.Join(dir, results.LogsDir, results.HarnessLog))
+	if err != nil {
+		t.Fatal(err)
+	}
+	crashed := ""
+	for _, e := range evs {
+		switch {
+		case e.Kind == eventlog.HarnessNotice && (e.Reason == "crash_skipped" || e.Reason == "crash_waited"):
+			t.Errorf("%s: %s", e.Reason, e.Detail)
+		case e.Kind == eventlog.AgentCrash:
+			crashed = e.Peer
+			if e.Token == "" {
+				t.Errorf("the crash of %s records no token held", e.Peer)
+			}
+		}
+	}
+	if crashed == "" {
+		t.Fatal("no agent_crash in the harness log")
+	}
+	// The crashed agent's last acquisition is after its last release.
+	agent, err := eventlog.ReadFile(filepath.Join(dir, results.LogsDir, crashed+".jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := false
+	for _, e := range agent {
+		switch e.Kind {
+		case eventlog.TokenAcquired:
+			held = true
+		case eventlog.TokenReleased:
+			held = false
+		}
+	}
+	if !held {
+		t.Errorf("%s did not hold the token when it was crashed", crashed)
 	}
 }
