@@ -24,6 +24,12 @@ import (
 // simRun runs the experiment file in the simulator as harness run
 // --backend sim does, and returns the results directory.
 func simRun(t testing.TB, path, runID string, duration time.Duration) string {
+	dir, _ := simRunWorld(t, path, runID, duration)
+	return dir
+}
+
+// simRunWorld is simRun, and the world the run ran in.
+func simRunWorld(t testing.TB, path, runID string, duration time.Duration) (string, *sim.World) {
 	t.Helper()
 	e, err := experiments.Load(path)
 	if err != nil {
@@ -40,7 +46,7 @@ func simRun(t testing.TB, path, runID string, duration time.Duration) string {
 	if err != nil {
 		t.Fatalf("run: %v", err)
 	}
-	return dir
+	return dir, be.(*sim.Backend).World
 }
 
 // digests are the sha256 of every event log and of the capture.

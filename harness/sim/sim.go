@@ -143,6 +143,9 @@ func (w *World) Record(c *capture.Writer) { w.cfg.Capture = c }
 // Now is the virtual time on the processes' wall clock.
 func (w *World) Now() time.Time { return w.now }
 
+// Epoch is virtual time 0 on the wall clock.
+func (w *World) Epoch() time.Time { return w.cfg.Epoch }
+
 // Mono is the virtual time on the processes' monotonic clock.
 func (w *World) Mono() int64 { return w.cfg.MonoBase + w.now.Sub(w.cfg.Epoch).Nanoseconds() }
 
