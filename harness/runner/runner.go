@@ -17,7 +17,8 @@
 // and configuration files), topology.go (impairment, capture, topology),
 // agents.go (starting processes), schedule.go (the nemesis), cleanup.go,
 // registry.go (the run registry that harness clean reads),
-// provenance.go (revision and kernel), kerneltree.go and userspace.go
+// provenance.go (revision and kernel), sim.go (the simulator's seams:
+// clock, process start, links, capture), kerneltree.go and userspace.go
 // (the impairment paths).
 package runner
 
