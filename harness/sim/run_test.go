@@ -186,3 +186,72 @@ schedule:
 		t.Errorf("%s did not hold the token when it was crashed", crashed)
 	}
 }
+
+// Every schedule action takes effect in virtual time with the real
+// backends' semantics, and the run passes every judged check: a profile
+// change, an outage, a crash (nothing more in the agent's log) and a
+// restart (a new process, its sequence from 1), a join through B (D
+// starts knowing only B) and a leave (B logs its exit).
+func TestScheduleActionsInVirtualTime(t *testing.T) {
+	dir := simRun(t, filepath.Join("testdata", "lifecycle.yaml"), "tb5e0005", 0)
+	s, err := analysis.Analyze(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, r := range s.Requirements {
+		if r.Verdict == analysis.VerdictFail {
+			t.Errorf("%s failed: %s", name, r.Detail)
+		}
+	}
+	h, err := eventlog.ReadFile(filepath.Join(dir, results.LogsDir, results.HarnessLog))
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[eventlog.Kind]int{}
+	for _, e := range h {
+		seen[e.Kind]++
+	}
+	for _, k := range []eventlog.Kind{eventlog.LinkProfile, eventlog.OutageStart, eventlog.OutageEnd, eventlog.AgentCrash, eventlog.AgentRestart, eventlog.AgentJoin, eventlog.AgentLeave} {
+		if seen[k] == 0 {
+			t.Errorf("no %s in the harness log", k)
+		}
+	}
+	logOf := func(n string) []eventlog.Event {
+		evs, err := eventlog.ReadFile(filepath.Join(dir, results.LogsDir, n+".jsonl"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return evs
+	}
+	// C: crashed at 200 s (no agent_stopping then), restarted at 260 s.
+	starts, stops := 0, 0
+	for _, e := range logOf("C") {
+		switch e.Kind {
+		case eventlog.AgentStarted:
+			starts++
+			if e.Seq != 1 {
+				t.Errorf("C's start %d has seq %d, want 1", starts, e.Seq)
+			}
+		case eventlog.AgentStopping:
+			stops++
+		}
+	}
+	if starts != 2 || stops != 1 {
+		t.Errorf("C started %d times and logged its stop %d times, want 2 and 1 (the crash logs nothing)", starts, stops)
+	}
+	d := logOf("D")
+	if len(d) == 0 || d[0].Kind != eventlog.AgentStarted {
+		t.Fatalf("D's log does not begin with agent_started")
+	}
+	acquired := false
+	for _, e := range d {
+		acquired = acquired || e.Kind == eventlog.TokenAcquired
+	}
+	if !acquired {
+		t.Error("D joined and never acquired a token")
+	}
+	b := logOf("B")
+	if last := b[len(b)-1]; last.Kind != eventlog.AgentStopping || last.WallNS != sim.Epoch.Add(700*time.Second).UnixNano() {
+		t.Errorf("B's last event %s at %d: want agent_stopping at its leave (700 s)", last.Kind, last.WallNS)
+	}
+}

@@ -195,3 +195,19 @@ func TestPacketChecksums(t *testing.T) {
 		t.Errorf("udpPayload = %v %q %v", from, payload, err)
 	}
 }
+
+// Loss follows the direction's model: about half of 1,000 datagrams
+// through "loss 50%" (the same model the engine runs, so the count is the
+// model's: deterministic for the seed).
+func TestLossFollowsTheProfile(t *testing.T) {
+	w := twoHosts(t, Config{Seed: 1}, "loss 50%")
+	a := &echo{peer: netip.AddrPortFrom(addrB, 7400), period: 10 * time.Millisecond}
+	b := &echo{}
+	w.Start("A", a, logPath(t, "A"))
+	w.Start("B", b, logPath(t, "B"))
+	w.RunUntil(w.Now().Add(10*time.Second + time.Millisecond))
+	st := w.Stats()
+	if st.Sent != 1000 || st.Lost+st.Delivered != 1000 || st.Lost < 440 || st.Lost > 560 {
+		t.Errorf("stats %+v: want 1000 sent, about 500 lost", st)
+	}
+}
