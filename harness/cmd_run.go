@@ -187,6 +187,8 @@ func (f *runFlags) check() string {
 		return "--duration must be positive"
 	case backend.Check(f.backend) != nil:
 		return "--backend " + backend.Check(f.backend).Error()
+	case f.backend == sim.Name && f.impair != runner.ImpairAuto:
+		return fmt.Sprintf("--impair %s: the simulator's links are the userspace engine's netem model; leave --impair out", f.impair)
 	case !slices.Contains([]string{runner.ImpairAuto, runner.ImpairKernel, runner.ImpairUserspace, runner.ImpairUML, runner.ImpairNone}, f.impair):
 		return fmt.Sprintf("--impair %q: want auto, kernel, userspace, uml or none", f.impair)
 	case f.cpu < -1:

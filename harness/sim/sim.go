@@ -359,6 +359,12 @@ func (w *World) handle(ev *event) error {
 		}
 		return w.receive(h, ev.data)
 	case evReceive:
+		if ev.life != h.life {
+			// Queued for a process that has crashed since: its socket
+			// buffer died with it.
+			w.stats.Unreachable++
+			return nil
+		}
 		return w.receive(h, ev.data)
 	}
 	return nil
@@ -402,7 +408,7 @@ func (w *World) receive(h *host, pkt []byte) error {
 		return nil
 	}
 	if h.busy.After(w.now) {
-		w.push(h.busy, evReceive, h, 0, pkt)
+		w.push(h.busy, evReceive, h, h.life, pkt)
 		return nil
 	}
 	from, payload, err := udpPayload(pkt)
