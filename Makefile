@@ -8,7 +8,7 @@ export CGO_ENABLED := 0
 GOFLAGS_BUILD := -trimpath
 BACKEND   ?= netns
 
-.PHONY: all deps build test test-unit vet fmt-check fuzz bench validate-netem demo endurance endurance-smoke nightly clean clean-host image
+.PHONY: all deps build test test-unit vet fmt-check fuzz bench bench-sim validate-netem demo endurance endurance-smoke nightly clean clean-host image
 
 all: build
 
@@ -56,6 +56,11 @@ bench: deps
 	$(GO) test -run '^$$' -bench . -benchtime 500000x ./harness/capture
 	$(GO) test -run '^$$' -bench . -benchtime 3x ./harness/backend/nsbackend
 
+# The simulator's speed: the 20-day endurance experiment as one continuous
+# replica in virtual time (events/s, paper s per wall s; about 1 min).
+bench-sim:
+	$(GO) test -run '^$$' -bench Endurance -benchtime 1x ./harness/sim
+
 # Cross-validation of the userspace netem engine against real sch_netem (in a
 # UML guest): the same profiles both ways, a markdown table of the
 # differences, exit status 1 if any profile fails. Needs root. The binary is
@@ -68,6 +73,8 @@ validate-netem: deps
 # The 20-day endurance experiment of seed 002 §3.3 in compressed time
 # (results/RUNID/report.md); endurance-smoke is the same, shortened (CI);
 # nightly is one continuous replica at real network scale, hours long.
+# BACKEND=sim runs them in the simulator: one continuous replica at paper
+# speed in virtual time (the 20 days in about a minute).
 HARNESS_FLAGS ?=
 endurance: build
 	./$(BIN)/harness run --backend $(BACKEND) $(HARNESS_FLAGS) experiments/endurance.yaml

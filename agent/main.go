@@ -22,24 +22,20 @@ package main
 
 import (
 	"context"
-	"crypto/ed25519"
 	crand "crypto/rand"
 	"encoding/binary"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"tokenbed/agent/ca"
-	"tokenbed/agent/circulation"
 	"tokenbed/agent/config"
 	"tokenbed/agent/driver"
 	"tokenbed/agent/eventlog"
@@ -250,31 +246,9 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	}
 	log := eventlog.NewWriter(logw, r.Name)
 
-	rnd := rand.New(rand.NewPCG(r.Seed, 0x70ce2009))
-	var members []node.Member
-	verifier := ca.NewVerifier(cred.CA)
-	for i, p := range r.Peers {
-		m := node.Member{Name: p.Name, Addr: r.PeerAddrs[i]}
-		if p.Certificate != "" {
-			key, err := peerKey(verifier, p)
-			if err != nil {
-				fmt.Fprintf(stderr, "agent: %s: peers[%d].certificate: %v\n", *cfgPath, i, err)
-				return exitUsage
-			}
-			m.Key = key
-		}
-		members = append(members, m)
-	}
-	policy, err := circulation.New(r.Role, r.Policy())
+	n, err := r.Node(cred, time.Now())
 	if err != nil {
-		fmt.Fprintf(stderr, "agent: %s: role: %v\n", *cfgPath, err)
-		return exitUsage
-	}
-	n, err := node.New(node.Config{Name: r.Name, Addr: r.Listen, Key: cred.Key, Cert: cred.Cert, CA: verifier,
-		Passing: r.Passing, Policy: policy, Peers: members, DirectoryTTL: r.DirectoryTTL, Rand: rnd,
-		MaxClockSkew: r.MaxClockSkew})
-	if err != nil {
-		fmt.Fprintln(stderr, "agent:", err)
+		fmt.Fprintf(stderr, "agent: %s: %v\n", *cfgPath, err)
 		return exitUsage
 	}
 	if *rtPrio != 0 {
@@ -293,13 +267,10 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	if *dropRate > 0 {
 		tr = driver.NewLossy(udp, *dropRate, r.Seed)
 	}
-	detail := fmt.Sprintf("passing=%+v policy=%s randomwalk=%+v wandering=%+v drop_rate=%v", r.Passing, policy.Name(), r.RandomWalk, r.Wandering, *dropRate)
 	if c.Fault != "" {
-		detail = "FAULT " + c.Fault + " (a deliberately broken agent); " + detail
 		fmt.Fprintf(stderr, "agent: WARNING: running with fault %s: this agent breaks the protocol on purpose\n", c.Fault)
 	}
-	if err := log.Write(eventlog.Event{Kind: eventlog.AgentStarted, Role: r.Role, Addr: r.Listen.String(), Seed: r.Seed,
-		TimeScale: r.TimeScale, Version: eventlog.SchemaVersion, Detail: detail}); err != nil {
+	if err := log.Write(r.Started(c.Fault, *dropRate)); err != nil {
 		fmt.Fprintln(stderr, "agent: log:", err)
 		return exitRuntime
 	}
@@ -314,28 +285,6 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		reason, code = runErr.Error(), exitRuntime
 		fmt.Fprintln(stderr, "agent:", runErr)
 	}
-	rej := make([]string, 0)
-	for k, v := range n.Rejected() {
-		rej = append(rej, k+"="+strconv.FormatUint(v, 10))
-	}
-	_ = log.Write(eventlog.Event{Kind: eventlog.AgentStopping, Reason: reason, Detail: "rejected: " + strings.Join(rej, " ")})
+	_ = log.Write(driver.Stopping(reason, n.Rejected()))
 	return code
-}
-
-// peerKey reads a peer's certificate given at start, verifies it against
-// the CA (now: the agent's own clock, as when a certificate arrives) and
-// checks that it names the peer.
-func peerKey(v *ca.Verifier, p config.Peer) (ed25519.PublicKey, error) {
-	c, err := ca.LoadCert(p.Certificate)
-	if err != nil {
-		return nil, err
-	}
-	name, key, err := v.Verify(c.Raw, time.Now())
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", p.Certificate, err)
-	}
-	if name != p.Name {
-		return nil, fmt.Errorf("%s: certificate is for %q, not %q", p.Certificate, name, p.Name)
-	}
-	return key, nil
 }

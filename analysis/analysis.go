@@ -193,6 +193,20 @@ func Analyze(dir string) (*Summary, error) {
 			return nil, err
 		}
 	}
+	if exp != nil {
+		// What ran, not what the file says: harness run --time-scale and
+		// --replicas override the file, and the simulator runs every
+		// experiment at paper speed in one replica.
+		if info.TimeScale > 0 {
+			exp.TimeScale = info.TimeScale
+		}
+		if info.NetScale > 0 {
+			exp.NetworkTimeScale = info.NetScale
+		}
+		if info.Replicas > 0 {
+			exp.Replicas = info.Replicas
+		}
+	}
 	h, err := readLogs(dir, topo)
 	if err != nil {
 		return nil, err

@@ -17,6 +17,7 @@ import (
 	"tokenbed/harness/backend"
 	"tokenbed/harness/protocol"
 	"tokenbed/harness/runner"
+	"tokenbed/harness/sim"
 )
 
 type runFlags struct {
@@ -72,6 +73,12 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer, log *s
 		fmt.Fprintf(stderr, "harness run: experiment: %s: protocol: %v\n", expPath, err)
 		return exitUsage
 	}
+	if f.backend == sim.Name {
+		// Virtual time needs no compression and no replicas: the paper
+		// timeline runs as one continuous replica at paper speed, unless
+		// the flags ask for the real backends' shape (to compare).
+		e.Replicas, e.TimeScale, e.NetworkTimeScale = 1, 1, 1
+	}
 	if f.replicas > 0 {
 		e.Replicas = f.replicas
 	}
@@ -80,6 +87,9 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer, log *s
 	}
 	if f.runID == "" {
 		f.runID = runner.NewRunID()
+	}
+	if f.backend == sim.Name {
+		return runSim(ctx, f, e, expPath, stdout, stderr, log)
 	}
 	if f.agent, err = filepath.Abs(f.agent); err == nil {
 		_, err = os.Stat(f.agent)
@@ -126,6 +136,41 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer, log *s
 	return finishRun(ctx, f, dir, err, stdout, stderr)
 }
 
+// runSim runs the experiment in the simulator: no agent binary, no
+// impairment to choose (the links are the netem model), nothing created
+// on the host but the results, so no run registry entry.
+func runSim(ctx context.Context, f runFlags, e *experiments.Experiment, expPath string, stdout, stderr io.Writer, log *slog.Logger) int {
+	be, err := backend.New(sim.Name, backend.Options{Log: log})
+	if err != nil {
+		fmt.Fprintln(stderr, "harness run:", err)
+		return exitUsage
+	}
+	dir, err := runner.Run(ctx, runner.Options{Experiment: e, ExperimentFile: expPath, ResultsRoot: f.results, RunID: f.runID, Backend: be,
+		Impair: runner.ImpairSim, ImpairReason: "simulated: each direction is the userspace engine's netem model, in virtual time",
+		Duration: f.duration, Log: log, Progress: stderr, TTY: isTTY(stderr)})
+	code := finishRun(ctx, f, dir, err, stdout, stderr)
+	if code != exitOK && code != exitUsage {
+		// The experiment (its seed) and these flags replay it byte for byte.
+		fmt.Fprintf(stderr, "replay (seed %d): %s\n", e.Seed, replayCommand(f, expPath))
+	}
+	return code
+}
+
+// replayCommand is the command that reruns a simulated run identically.
+func replayCommand(f runFlags, expPath string) string {
+	cmd := "harness run --backend " + sim.Name
+	if f.duration > 0 {
+		cmd += " --duration " + f.duration.String()
+	}
+	if f.replicas > 0 {
+		cmd += fmt.Sprintf(" --replicas %d", f.replicas)
+	}
+	if f.timeScale > 0 {
+		cmd += fmt.Sprintf(" --time-scale %g", f.timeScale)
+	}
+	return cmd + " " + expPath
+}
+
 // check validates the flags, before anything is created; it returns what
 // is wrong, or "".
 func (f *runFlags) check() string {
@@ -142,6 +187,8 @@ func (f *runFlags) check() string {
 		return "--duration must be positive"
 	case backend.Check(f.backend) != nil:
 		return "--backend " + backend.Check(f.backend).Error()
+	case f.backend == sim.Name && f.impair != runner.ImpairAuto:
+		return fmt.Sprintf("--impair %s: the simulator's links are the userspace engine's netem model; leave --impair out", f.impair)
 	case !slices.Contains([]string{runner.ImpairAuto, runner.ImpairKernel, runner.ImpairUserspace, runner.ImpairUML, runner.ImpairNone}, f.impair):
 		return fmt.Sprintf("--impair %q: want auto, kernel, userspace, uml or none", f.impair)
 	case f.cpu < -1:

@@ -17,7 +17,7 @@ func TestRunUnknownBackendListsRegistry(t *testing.T) {
 		t.Fatalf("exit %d, want %d (usage); stderr: %s", code, exitUsage, errb.String())
 	}
 	msg := errb.String()
-	for _, want := range []string{`--backend "vmware"`, "container", "netns"} {
+	for _, want := range []string{`--backend "vmware"`, "container", "netns", "sim"} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("stderr %q does not name %q", msg, want)
 		}
@@ -36,5 +36,38 @@ func TestRunUnknownProtocol(t *testing.T) {
 	}
 	if msg := errb.String(); !strings.Contains(msg, p) || !strings.Contains(msg, `"ftn"`) || !strings.Contains(msg, "tokenpassing") {
 		t.Errorf("stderr %q: want the file, the protocol and the known ones", msg)
+	}
+}
+
+// harness run --backend sim runs an experiment file unchanged, needs no
+// agent binary and no root, analyses it like any run, and a failing run
+// prints the command that replays it.
+func TestRunSim(t *testing.T) {
+	var out, errb bytes.Buffer
+	res := t.TempDir()
+	code := run([]string{"run", "--backend", "sim", "--agent", "/nonexistent", "--results", res, filepath.Join("..", "experiments", "three-agents.yaml")}, &out, &errb)
+	if code != exitOK {
+		t.Fatalf("exit %d, want 0; stdout %s; stderr %s", code, out.String(), errb.String())
+	}
+	for _, want := range []string{"results: ", "validation   PASS", "liveness     PASS"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("stdout lacks %q:\n%s", want, out.String())
+		}
+	}
+	// Latency figures the model cannot meet: the run fails its checks.
+	b, err := os.ReadFile(filepath.Join("..", "experiments", "three-agents.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(t.TempDir(), "strict.yaml")
+	os.WriteFile(p, append(b, []byte("checks:\n  latency:\n    - {link: \"A>B\", mean: 1ms}\n")...), 0o644)
+	out.Reset()
+	errb.Reset()
+	code = run([]string{"run", "--backend", "sim", "--duration", "100s", "--results", res, p}, &out, &errb)
+	if code != exitFailed {
+		t.Fatalf("exit %d, want %d; stderr %s", code, exitFailed, errb.String())
+	}
+	if want := "replay (seed 7): harness run --backend sim --duration 1m40s " + p; !strings.Contains(errb.String(), want) {
+		t.Errorf("stderr lacks %q:\n%s", want, errb.String())
 	}
 }

@@ -14,6 +14,7 @@ package ca
 import (
 	"crypto/ed25519"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
@@ -44,21 +45,83 @@ const (
 func CertFile(name string) string { return name + ".crt" }
 func KeyFile(name string) string  { return name + ".key" }
 
+// Source is where credentials get their randomness and dates. The zero
+// value (or nil) is crypto/rand and the wall clock: what a real CA uses.
+// The simulator (harness/sim) uses Seeded, so that the same seed gives the
+// same keys, certificates, signatures and therefore the same capture.
+type Source struct {
+	// Seed, when Seeded is set, derives every key and serial number:
+	// each from the seed and what it is for (the member's name), so a
+	// member's key does not depend on the order of issue.
+	Seed   uint64
+	Seeded bool
+	// Now, when not zero, replaces the wall clock for the validity
+	// periods; NotAfter, when not zero, ends every certificate's validity.
+	Now      time.Time
+	NotAfter time.Time
+}
+
+// Seeded returns a deterministic source: keys from seed, certificates
+// valid from an hour before now until notAfter.
+func Seeded(seed uint64, now, notAfter time.Time) *Source {
+	return &Source{Seed: seed, Seeded: true, Now: now, NotAfter: notAfter}
+}
+
+func (s *Source) now() time.Time {
+	if s == nil || s.Now.IsZero() {
+		return time.Now()
+	}
+	return s.Now
+}
+
+func (s *Source) notAfter(validity time.Duration) time.Time {
+	if s == nil || s.NotAfter.IsZero() {
+		return s.now().Add(validity)
+	}
+	return s.NotAfter
+}
+
+// bytes returns n bytes for label: seeded, or from crypto/rand.
+func (s *Source) bytes(label string, n int) []byte {
+	b := make([]byte, n)
+	if s == nil || !s.Seeded {
+		rand.Read(b)
+		return b
+	}
+	for i := 0; i < n; i += sha256.Size {
+		sum := sha256.Sum256(fmt.Appendf(nil, "tokenbed ca %d %s %d", s.Seed, label, i))
+		copy(b[i:], sum[:])
+	}
+	return b
+}
+
+func (s *Source) key(label string) (ed25519.PublicKey, ed25519.PrivateKey) {
+	priv := ed25519.NewKeyFromSeed(s.bytes("key "+label, ed25519.SeedSize))
+	return priv.Public().(ed25519.PublicKey), priv
+}
+
+// serial is a positive 127-bit serial number.
+func (s *Source) serial(label string) *big.Int {
+	b := s.bytes("serial "+label, 16)
+	b[0] &= 0x7f
+	return new(big.Int).SetBytes(b)
+}
+
 // Init creates a new CA in dir. It refuses to overwrite an existing CA.
-func Init(dir string) error {
+func Init(dir string) error { return InitWith(dir, nil) }
+
+// InitWith is Init with the randomness and dates of src.
+func InitWith(dir string, src *Source) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	pub, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		return err
-	}
-	now := time.Now()
+	pub, priv := src.key("ca")
+	now := src.now()
 	tmpl := &x509.Certificate{
-		SerialNumber:          serial(),
+		SerialNumber:          src.serial("ca"),
 		Subject:               pkix.Name{CommonName: "tokenbed CA", Organization: []string{"tokenbed"}},
 		NotBefore:             now.Add(-time.Hour),
-		NotAfter:              now.Add(CAValidity),
+		NotAfter:              src.notAfter(CAValidity),
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
 		BasicConstraintsValid: true,
 		IsCA:                  true,
@@ -76,7 +139,10 @@ func Init(dir string) error {
 
 // Issue creates a key pair and a certificate for the member name, signed by
 // the CA in dir, and writes them into dir. It refuses to overwrite.
-func Issue(dir, name string) error {
+func Issue(dir, name string) error { return IssueWith(dir, name, nil) }
+
+// IssueWith is Issue with the randomness and dates of src.
+func IssueWith(dir, name string, src *Source) error {
 	if !wire.ValidName(name) {
 		return fmt.Errorf("member name %q: want 1 to %d letters, digits, '.', '_' or '-'", name, wire.MaxNameLen)
 	}
@@ -88,16 +154,13 @@ func Issue(dir, name string) error {
 	if err != nil {
 		return err
 	}
-	pub, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		return err
-	}
-	now := time.Now()
+	pub, priv := src.key("member " + name)
+	now := src.now()
 	tmpl := &x509.Certificate{
-		SerialNumber: serial(),
+		SerialNumber: src.serial("member " + name),
 		Subject:      pkix.Name{CommonName: name, Organization: []string{"tokenbed member"}},
 		NotBefore:    now.Add(-time.Hour),
-		NotAfter:     now.Add(MemberValidity),
+		NotAfter:     src.notAfter(MemberValidity),
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, pub, caKey)
@@ -111,14 +174,6 @@ func Issue(dir, name string) error {
 		return err
 	}
 	return writePEM(filepath.Join(dir, CertFile(name)), "CERTIFICATE", der, 0o644)
-}
-
-func serial() *big.Int {
-	n, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
-	if err != nil {
-		panic(err) // crypto/rand never fails on Linux
-	}
-	return n
 }
 
 func writeKey(path string, k ed25519.PrivateKey) error {

@@ -1,6 +1,10 @@
 package driver
 
 import (
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"tokenbed/agent/eventlog"
@@ -107,4 +111,15 @@ func (s *RejectionSampler) summary(out []eventlog.Event) []eventlog.Event {
 	out = append(out, eventlog.Event{Kind: eventlog.RejectionsSummary, Counts: s.suppressed})
 	s.suppressed = nil
 	return out
+}
+
+// Stopping is the agent's last log record: why it stopped, and its
+// rejection counts by reason (sorted, so that a simulated run's log
+// replays byte for byte).
+func Stopping(reason string, rejected map[string]uint64) eventlog.Event {
+	rej := make([]string, 0, len(rejected))
+	for _, k := range slices.Sorted(maps.Keys(rejected)) {
+		rej = append(rej, k+"="+strconv.FormatUint(rejected[k], 10))
+	}
+	return eventlog.Event{Kind: eventlog.AgentStopping, Reason: reason, Detail: "rejected: " + strings.Join(rej, " ")}
 }

@@ -313,6 +313,15 @@ func NewWriter(w io.Writer, agent string) *Writer {
 	return &Writer{w: w, agent: agent, monoBase: m1 + (m2-m1)/2, timeBase: tb}
 }
 
+// NewWriterAt returns a writer whose WriteAt stamps events on clocks that
+// are not the kernel's: time t gets CLOCK_MONOTONIC monoBase +
+// (t − timeBase). The simulator (harness/sim) writes its processes' logs
+// with it in virtual time; Write, which reads the real clocks, must not be
+// used on such a writer.
+func NewWriterAt(w io.Writer, agent string, monoBase int64, timeBase time.Time) *Writer {
+	return &Writer{w: w, agent: agent, monoBase: monoBase, timeBase: timeBase}
+}
+
 // Create opens path for appending (0644) and returns a writer on it.
 func Create(path, agent string) (*Writer, *os.File, error) {
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)

@@ -2,8 +2,10 @@
 // agents on an emulated network (as containerlab's runtime interface):
 // build the network, start and signal agent processes, say where each
 // agent's traffic can be captured and impaired, and tear everything down.
-// Implementations: nsbackend (network namespaces, the default) and
-// ctrbackend (Docker containers through testcontainers-go).
+// Implementations: nsbackend (network namespaces, the default),
+// ctrbackend (Docker containers through testcontainers-go) and sim (the
+// deterministic simulator, harness/sim: its processes are protocol
+// processes in virtual time, started by the runner, not commands).
 package backend
 
 import (

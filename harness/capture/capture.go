@@ -364,23 +364,12 @@ func Start(ctx context.Context, w io.Writer, cfg Config) (*Capture, error) {
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.drained.L = &c.mu
 
-	annIDB := pcapgo.NgInterface{
-		Name:        cfg.AnnotationName,
-		Description: "tokenbed harness actions: one record per event, JSON (exported PDU for the json dissector; the same JSON in the comment)",
-		LinkType:    LinkTypeUpperPDU,
-		OS:          runtime.GOOS,
-	}
+	annIDB := annotationIDB(cfg.AnnotationName)
 	first := annIDB
 	if len(ifaces) > 0 {
 		first = ifaces[0].idb(cfg)
 	}
-	opts := pcapgo.NgWriterOptions{SectionInfo: pcapgo.NgSectionInfo{
-		Hardware:    runtime.GOARCH,
-		OS:          runtime.GOOS,
-		Application: "tokenbed harness/capture",
-		Comment:     cfg.Comment,
-	}}
-	c.ng, err = pcapgo.NewNgWriterInterface(c.sink, first, opts)
+	c.ng, err = pcapgo.NewNgWriterInterface(c.sink, first, sectionOptions(cfg.Comment))
 	for i := 1; i < len(ifaces) && err == nil; i++ {
 		ifaces[i].index, err = c.ng.AddInterface(ifaces[i].idb(cfg))
 	}
@@ -413,6 +402,26 @@ func Start(ctx context.Context, w io.Writer, cfg Config) (*Capture, error) {
 		c.finish()
 	}()
 	return c, nil
+}
+
+// annotationIDB is the interface of the harness's annotation records.
+func annotationIDB(name string) pcapgo.NgInterface {
+	return pcapgo.NgInterface{
+		Name:        name,
+		Description: "tokenbed harness actions: one record per event, JSON (exported PDU for the json dissector; the same JSON in the comment)",
+		LinkType:    LinkTypeUpperPDU,
+		OS:          runtime.GOOS,
+	}
+}
+
+// sectionOptions is the pcapng section header of every tokenbed capture.
+func sectionOptions(comment string) pcapgo.NgWriterOptions {
+	return pcapgo.NgWriterOptions{SectionInfo: pcapgo.NgSectionInfo{
+		Hardware:    runtime.GOARCH,
+		OS:          runtime.GOOS,
+		Application: "tokenbed harness/capture",
+		Comment:     comment,
+	}}
 }
 
 func (ifc *iface) idb(cfg Config) pcapgo.NgInterface {

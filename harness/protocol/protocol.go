@@ -24,10 +24,12 @@ package protocol
 
 import (
 	"net/netip"
+	"time"
 
 	"tokenbed/agent/eventlog"
 	"tokenbed/experiments"
 	"tokenbed/harness/results"
+	"tokenbed/harness/sim"
 	"tokenbed/internal/registry"
 )
 
@@ -99,6 +101,15 @@ type Observer interface {
 	// Progress is a count worth showing while the run goes on, and what
 	// it counts ("passes").
 	Progress() (n int, what string)
+}
+
+// Simulated is implemented by a protocol whose processes can run in the
+// simulator (harness/sim, backend "sim") as well as real processes: it
+// builds, from the configuration file cfg that Config wrote, the process
+// that Args would start, with the path of its event log. now is the
+// virtual time it starts at.
+type Simulated interface {
+	SimProcess(cfg string, o Start, now time.Time) (p sim.Process, log string, err error)
 }
 
 // Default is the protocol of an experiment file that names none.

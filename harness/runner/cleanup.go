@@ -18,8 +18,9 @@ func (r *run) cleanup() error {
 	var errs []error
 	r.mu.Lock()
 	var procs []backend.Process
-	for _, ar := range r.agents {
-		if ar.proc != nil && ar.running {
+	for _, inst := range r.order {
+		// In start order: a simulated run logs their exits in this order.
+		if ar := r.agents[inst]; ar.proc != nil && ar.running {
 			procs = append(procs, ar.proc)
 		}
 	}

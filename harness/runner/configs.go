@@ -11,20 +11,21 @@ import (
 	"tokenbed/harness/results"
 )
 
-// credentials creates the run's CA and every member's key pair. Keys stay
-// in a private temporary directory; certificates go to the results.
-func (r *run) credentials() error {
+// credentials creates the run's CA and every member's key pair, from src
+// (nil: crypto/rand and the wall clock). Keys stay in a private temporary
+// directory; certificates go to the results.
+func (r *run) credentials(src *ca.Source) error {
 	dir, err := os.MkdirTemp("", "tokenbed-"+r.o.RunID+"-keys-")
 	if err != nil {
 		return err
 	}
 	r.keyDir = dir
-	if err := ca.Init(dir); err != nil {
+	if err := ca.InitWith(dir, src); err != nil {
 		return err
 	}
 	copyFile(filepath.Join(dir, ca.CACertFile), filepath.Join(r.dir, results.CADir, ca.CACertFile))
 	for _, inst := range r.order {
-		if err := ca.Issue(dir, inst); err != nil {
+		if err := ca.IssueWith(dir, inst, src); err != nil {
 			return err
 		}
 		copyFile(filepath.Join(dir, ca.CertFile(inst)), filepath.Join(r.dir, results.CADir, ca.CertFile(inst)))

@@ -17,7 +17,8 @@
 // and configuration files), topology.go (impairment, capture, topology),
 // agents.go (starting processes), schedule.go (the nemesis), cleanup.go,
 // registry.go (the run registry that harness clean reads),
-// provenance.go (revision and kernel), kerneltree.go and userspace.go
+// provenance.go (revision and kernel), sim.go (the simulator's seams:
+// clock, process start, links, capture), kerneltree.go and userspace.go
 // (the impairment paths).
 package runner
 
@@ -42,6 +43,7 @@ import (
 	"tokenbed/harness/capture"
 	"tokenbed/harness/protocol"
 	"tokenbed/harness/results"
+	"tokenbed/harness/sim"
 	"tokenbed/netem"
 	"tokenbed/netem/userspace"
 )
@@ -129,11 +131,13 @@ func Run(ctx context.Context, o Options) (dir string, err error) {
 	if o.Duration == 0 {
 		o.Duration = e.Duration
 	}
-	if o.AgentBin == "" {
-		return "", errors.New("runner: no agent binary")
-	}
-	if _, err := os.Stat(o.AgentBin); err != nil {
-		return "", fmt.Errorf("agent binary: %w (build it with make build)", err)
+	if _, simulated := o.Backend.(*sim.Backend); !simulated {
+		if o.AgentBin == "" {
+			return "", errors.New("runner: no agent binary")
+		}
+		if _, err := os.Stat(o.AgentBin); err != nil {
+			return "", fmt.Errorf("agent binary: %w (build it with make build)", err)
+		}
 	}
 	if o.Impair == ImpairNone {
 		for _, d := range e.Directions {
@@ -145,7 +149,10 @@ func Run(ctx context.Context, o Options) (dir string, err error) {
 	// Claim the ID, then the results directory, both exclusively, before
 	// writing anything: a reused ID must not touch another run's files.
 	dir = filepath.Join(o.ResultsRoot, o.RunID)
-	if o.Claim == nil {
+	_, simulated := o.Backend.(*sim.Backend)
+	if o.Claim == nil && !simulated {
+		// A simulation creates nothing on the host but its results: it
+		// needs no registry entry (and no root).
 		c, err := ClaimID(o.RunID, dir)
 		if err != nil {
 			return "", err
@@ -166,6 +173,9 @@ func Run(ctx context.Context, o Options) (dir string, err error) {
 	}
 	r := &run{o: o, e: e, dir: dir, agents: map[string]*agentRun{}, proto: proto, obs: proto.NewObserver(),
 		planned: map[[2]string]netem.Profile{}, outages: map[[2]string]int{}, crashedHolder: map[int]string{}}
+	if sb, ok := o.Backend.(*sim.Backend); ok {
+		r.simb = sb // before the first event: the run's clock is virtual
+	}
 	defer func() {
 		if p := recover(); p != nil {
 			r.cleanup()
@@ -201,7 +211,8 @@ type run struct {
 	be            backend.Backend
 	hlog          *eventlog.Writer
 	hfile         *os.File
-	cap           *capture.Capture
+	cap           recorder
+	simb          *sim.Backend // the simulator, when it is the backend
 	keyDir        string
 	trees         map[string]*netem.Tree // by instance: the tree on the queue toward it
 	eng           *userspace.Engine      // the userspace engine, when that is the path
@@ -285,14 +296,17 @@ func (r *run) run(ctx context.Context) (err error) {
 		}
 		spec.Replicas = append(spec.Replicas, as)
 	}
-	if err := r.credentials(); err != nil {
-		return err
-	}
-	spec.Mounts = []string{r.keyDir, r.absDir()}
 	r.be = o.Backend
 	if r.be == nil {
 		r.be = nsbackend.New()
 	}
+	if r.simb != nil {
+		r.configureSim()
+	}
+	if err := r.credentials(r.simCredentials()); err != nil {
+		return err
+	}
+	spec.Mounts = []string{r.keyDir, r.absDir()}
 	r.info.Backend = r.be.Name()
 	if _, ok := r.be.(*nsbackend.Backend); ok {
 		if err := o.Claim.AddNamespaces(nsbackend.Namespaces(spec)...); err != nil {
@@ -316,7 +330,7 @@ func (r *run) run(ctx context.Context) (err error) {
 	if err := r.writeConfigs(); err != nil {
 		return err
 	}
-	r.start = time.Now()
+	r.start = r.now()
 	nominal := map[string]int64{}
 	for inst := range r.agents {
 		nominal[inst] = r.nominalHold(inst)
@@ -351,7 +365,18 @@ func (r *run) run(ctx context.Context) (err error) {
 	return r.schedule(ctx)
 }
 
+// recorder is where the harness's actions go beside the packets: the live
+// capture, or the simulator's.
+type recorder interface {
+	Annotate(eventlog.Event) error
+	Stop() (capture.Stats, error)
+}
+
 func (r *run) event(ev eventlog.Event) {
+	if r.simb != nil && ev.MonoNS == 0 {
+		// Virtual time on both clocks, as the simulated processes log.
+		ev.WallNS, ev.MonoNS = r.simb.World.Now().UnixNano(), r.simb.World.Mono()
+	}
 	if err := r.hlog.Write(ev); err != nil {
 		r.o.Log.Error("harness log", "err", err)
 	}

@@ -62,9 +62,10 @@ func (r *run) schedule(ctx context.Context) error {
 	if r.o.TTY {
 		progressEvery = 250 * time.Millisecond
 	}
+	wallStart := time.Now()
 	for {
 		r.followLogs()
-		now := time.Now()
+		now := r.now()
 		nowNS := now.UnixNano()
 		for len(later) > 0 && !later[0].at.After(now) {
 			p := later[0]
@@ -96,19 +97,44 @@ func (r *run) schedule(ctx context.Context) error {
 		}
 		if all {
 			r.followLogs()
-			r.progress(now, true)
+			r.progress(now, time.Since(wallStart), true)
 			return nil
 		}
-		if now.Sub(lastProgress) >= progressEvery {
-			r.progress(now, false)
-			lastProgress = now
+		if wall := time.Now(); wall.Sub(lastProgress) >= progressEvery {
+			r.progress(now, wall.Sub(wallStart), false)
+			lastProgress = wall
 		}
-		select {
-		case <-ctx.Done():
-			return context.Cause(ctx)
-		case <-tick.C:
+		if err := r.sleep(ctx, tick.C, r.nextDue(steps, later, done)); err != nil {
+			return err
 		}
 	}
+}
+
+// nextDue is the earliest wall (or virtual) time at which the schedule
+// has something to do, if paper time ran at wall speed: the next pending
+// action, the next step, the end of a replica's shard. It is exact when
+// the time scale is 1 (the simulator's jumps); zero if nothing is due.
+func (r *run) nextDue(steps []shardStep, later []pending, done []bool) time.Time {
+	var next time.Time
+	consider := func(t time.Time) {
+		if next.IsZero() || t.Before(next) {
+			next = t
+		}
+	}
+	if len(later) > 0 {
+		consider(later[0].at)
+	}
+	for _, st := range steps {
+		if !done[st.replica] {
+			consider(r.start.Add(st.offset))
+		}
+	}
+	for rep := range done {
+		if !done[rep] {
+			consider(r.start.Add(r.shard))
+		}
+	}
+	return next
 }
 
 // finishReplica stops a replica whose shard is done: SIGTERM, so that its
@@ -189,7 +215,7 @@ func (r *run) apply(ctx context.Context, s experiments.Step, rep int) ([]pending
 			})
 		}
 		r.faults++
-		at := time.Now().Add(length)
+		at := r.now().Add(length)
 		return []pending{{at: at, do: func() {
 			for _, f := range restore {
 				f()
@@ -202,16 +228,18 @@ func (r *run) apply(ctx context.Context, s experiments.Step, rep int) ([]pending
 			// received): in compressed time that is most of the wall time,
 			// since holds shrink and passes do not. The paper's crash is of
 			// a holder, so wait for the next acquisition.
-			start := time.Now()
-			for deadline := start.Add(5 * time.Second); len(targets) == 0 && time.Now().Before(deadline); {
-				time.Sleep(time.Millisecond)
+			start := r.now()
+			for deadline := start.Add(5 * time.Second); len(targets) == 0 && r.now().Before(deadline); {
+				if err := r.pause(time.Millisecond); err != nil {
+					return nil, err
+				}
 				r.followLogs()
 				targets = r.targets(s.Agent, rep)
 			}
 			if len(targets) == 0 {
 				r.event(eventlog.Event{Kind: eventlog.HarnessNotice, Reason: "crash_skipped", Detail: fmt.Sprintf("schedule step %d: no agent of replica %d held a token for 5 s", s.Index, rep)})
 			} else {
-				r.event(eventlog.Event{Kind: eventlog.HarnessNotice, Peer: targets[0], Reason: "crash_waited", Detail: fmt.Sprintf("schedule step %d: waited %v for a holder", s.Index, time.Since(start).Round(time.Microsecond))})
+				r.event(eventlog.Event{Kind: eventlog.HarnessNotice, Peer: targets[0], Reason: "crash_waited", Detail: fmt.Sprintf("schedule step %d: waited %v for a holder", s.Index, r.now().Sub(start).Round(time.Microsecond))})
 			}
 		}
 		for _, inst := range targets {
@@ -232,7 +260,7 @@ func (r *run) apply(ctx context.Context, s experiments.Step, rep int) ([]pending
 				return nil, fmt.Errorf("crash %s: %w", inst, err)
 			}
 			ar.proc.Wait()
-			r.clocks[rep].Crash(inst, time.Now().UnixNano())
+			r.clocks[rep].Crash(inst, r.now().UnixNano())
 			if r.isWord(s.Agent) {
 				r.crashedHolder[rep] = inst
 			}
@@ -378,6 +406,9 @@ func (r *run) setProfile(from, to string, p netem.Profile) error {
 	if r.eng != nil {
 		return r.eng.SetProfile(r.agents[from].a.Addr, r.agents[to].a.Addr, p)
 	}
+	if r.simb != nil {
+		return r.simb.World.SetProfile(r.agents[from].a.Addr, r.agents[to].a.Addr, p)
+	}
 	t := r.trees[to]
 	if t == nil {
 		if r.o.Impair == ImpairNone {
@@ -395,13 +426,7 @@ func (r *run) followLogs() {
 		if ar.tail == nil {
 			continue
 		}
-		clock := r.clocks[ar.a.Replica]
-		ar.tail.read(func(e eventlog.Event) {
-			clock.Observe(e)
-			r.mu.Lock()
-			defer r.mu.Unlock()
-			r.obs.Observe(inst, e)
-		})
+		ar.tail.read(func(e eventlog.Event) { r.observe(inst, e) })
 	}
 	// A crashed agent holds nothing any more.
 	r.mu.Lock()
@@ -413,9 +438,18 @@ func (r *run) followLogs() {
 	r.mu.Unlock()
 }
 
+// observe feeds one event of inst's log to its replica's paper clock and
+// to the protocol's observer.
+func (r *run) observe(inst string, e eventlog.Event) {
+	r.clocks[r.agents[inst].a.Replica].Observe(e)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.obs.Observe(inst, e)
+}
+
 // progress prints the paper time replayed (summed over replicas), passes,
 // faults and the ETA at the current paper rate.
-func (r *run) progress(now time.Time, final bool) {
+func (r *run) progress(now time.Time, elapsed time.Duration, final bool) {
 	if r.o.Progress == nil {
 		return
 	}
@@ -423,7 +457,6 @@ func (r *run) progress(now time.Time, final bool) {
 	for _, c := range r.clocks {
 		paper += min(c.At(now.UnixNano()), r.shard)
 	}
-	elapsed := now.Sub(r.start)
 	eta := "?"
 	if paper > 0 {
 		rate := float64(paper) / float64(elapsed)

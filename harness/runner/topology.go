@@ -16,6 +16,9 @@ import (
 // the queue toward its receiver, keyed by sender (impairKernel).
 func (r *run) impair() error {
 	r.trees = map[string]*netem.Tree{}
+	if r.simb != nil {
+		return r.setProfiles(r.simb.World.SetProfile)
+	}
 	if r.o.Impair == ImpairNone {
 		return nil
 	}
@@ -29,6 +32,9 @@ func (r *run) impair() error {
 }
 
 func (r *run) startCapture(ctx context.Context) error {
+	if r.simb != nil {
+		return r.startSimCapture()
+	}
 	var ifs []capture.Interface
 	for _, inst := range r.order {
 		p, err := r.be.AgentPort(inst)

@@ -12,8 +12,29 @@ import (
 	"tokenbed/agent/eventlog"
 	"tokenbed/experiments"
 	"tokenbed/internal/nsenter"
+	"tokenbed/netem"
 	"tokenbed/netem/userspace"
 )
+
+// setProfiles gives every direction within a replica its profile, scaled
+// to network time, through set (the userspace engine's or the
+// simulator's).
+func (r *run) setProfiles(set func(from, to netip.Addr, p netem.Profile) error) error {
+	for _, inst := range r.order {
+		ar := r.agents[inst]
+		for _, other := range r.order {
+			oa := r.agents[other]
+			if other == inst || oa.a.Replica != ar.a.Replica {
+				continue
+			}
+			d, _ := r.e.Direction(ar.a.Name, oa.a.Name)
+			if err := set(ar.a.Addr, oa.a.Addr, experiments.ScaleNetwork(d.Profile, r.e.NetworkTimeScale)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
 
 // impairUserspace puts every agent behind the userspace netem engine (a
 // TUN device in its namespace, see netem/userspace) and sets every
@@ -40,18 +61,8 @@ func (r *run) impairUserspace() error {
 		}
 		r.capDev[inst] = dev
 	}
-	for _, inst := range r.order {
-		ar := r.agents[inst]
-		for _, other := range r.order {
-			oa := r.agents[other]
-			if other == inst || oa.a.Replica != ar.a.Replica {
-				continue
-			}
-			d, _ := r.e.Direction(ar.a.Name, oa.a.Name)
-			if err := r.eng.SetProfile(ar.a.Addr, oa.a.Addr, experiments.ScaleNetwork(d.Profile, r.e.NetworkTimeScale)); err != nil {
-				return err
-			}
-		}
+	if err := r.setProfiles(r.eng.SetProfile); err != nil {
+		return err
 	}
 	if err := r.eng.Start(context.Background()); err != nil {
 		return err

@@ -256,13 +256,7 @@ func (e *Engine) detach(p *port) error {
 // from→to. The direction's random source is seeded from the engine's seed
 // and the two addresses, so a run replays.
 func (e *Engine) SetProfile(from, to netip.Addr, p netem.Profile) error {
-	seed := e.cfg.Seed
-	for _, a := range []netip.Addr{from, to} {
-		for _, b := range a.AsSlice() {
-			seed = (seed ^ uint64(b)) * 1099511628211
-		}
-	}
-	q, err := NewQdisc(p, seed)
+	q, err := NewQdisc(p, DirectionSeed(e.cfg.Seed, from, to))
 	if err != nil {
 		return fmt.Errorf("userspace netem %v>%v: %w", from, to, err)
 	}

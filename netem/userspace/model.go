@@ -30,6 +30,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net/netip"
 	"slices"
 	"time"
 
@@ -338,6 +339,18 @@ func (q *Qdisc) schedule(now time.Time, n int) time.Time {
 func (q *Qdisc) insert(t time.Time) {
 	i, _ := slices.BinarySearchFunc(q.pending, t, func(a, b time.Time) int { return a.Compare(b) })
 	q.pending = slices.Insert(q.pending, i, t)
+}
+
+// DirectionSeed is the seed of the direction from→to's model under a
+// run's seed: the engine and the simulator (harness/sim) split it the same
+// way, so a direction replays from the run's seed and its two addresses.
+func DirectionSeed(seed uint64, from, to netip.Addr) uint64 {
+	for _, a := range []netip.Addr{from, to} {
+		for _, b := range a.AsSlice() {
+			seed = (seed ^ uint64(b)) * 1099511628211
+		}
+	}
+	return seed
 }
 
 // String describes the model.

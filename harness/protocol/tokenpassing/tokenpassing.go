@@ -148,13 +148,16 @@ func (o *observer) Target(word string, among []string) (string, bool) {
 	return holder, holder != ""
 }
 
+// Holds names a token inst holds: the smallest, so that the crash record
+// does not depend on map order (a simulated run replays byte for byte).
 func (o *observer) Holds(inst string) string {
+	held := ""
 	for tok, h := range o.holders {
-		if h == inst {
-			return tok
+		if h == inst && (held == "" || tok < held) {
+			held = tok
 		}
 	}
-	return ""
+	return held
 }
 
 func (o *observer) Progress() (int, string) { return o.passes, "passes" }

@@ -1,0 +1,70 @@
+package config
+
+import (
+	"crypto/ed25519"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"tokenbed/agent/ca"
+	"tokenbed/agent/circulation"
+	"tokenbed/agent/eventlog"
+	"tokenbed/agent/node"
+)
+
+// Node assembles the agent's node from its configuration and credentials:
+// the policy from the registry, the seeded random source, the peers with
+// the certificates given at start checked against the CA at now. `agent
+// run` and the simulator (harness/sim, through the token passing plug-in)
+// both build their nodes here, so a simulated agent is the real one.
+// Errors name the field.
+func (r *Resolved) Node(cred *ca.Credentials, now time.Time) (*node.Node, error) {
+	verifier := ca.NewVerifier(cred.CA)
+	var members []node.Member
+	for i, p := range r.Peers {
+		m := node.Member{Name: p.Name, Addr: r.PeerAddrs[i]}
+		if p.Certificate != "" {
+			key, err := peerKey(verifier, p, now)
+			if err != nil {
+				return nil, fmt.Errorf("peers[%d].certificate: %v", i, err)
+			}
+			m.Key = key
+		}
+		members = append(members, m)
+	}
+	policy, err := circulation.New(r.Role, r.Policy())
+	if err != nil {
+		return nil, fmt.Errorf("role: %v", err)
+	}
+	return node.New(node.Config{Name: r.Name, Addr: r.Listen, Key: cred.Key, Cert: cred.Cert, CA: verifier,
+		Passing: r.Passing, Policy: policy, Peers: members, DirectoryTTL: r.DirectoryTTL,
+		Rand: rand.New(rand.NewPCG(r.Seed, 0x70ce2009)), MaxClockSkew: r.MaxClockSkew})
+}
+
+// Started is the agent's first log record: what it runs, and with which
+// settings (fault: the configured deliberate fault, "" for none).
+func (r *Resolved) Started(fault string, dropRate float64) eventlog.Event {
+	detail := fmt.Sprintf("passing=%+v policy=%s randomwalk=%+v wandering=%+v drop_rate=%v", r.Passing, r.Role, r.RandomWalk, r.Wandering, dropRate)
+	if fault != "" {
+		detail = "FAULT " + fault + " (a deliberately broken agent); " + detail
+	}
+	return eventlog.Event{Kind: eventlog.AgentStarted, Role: r.Role, Addr: r.Listen.String(), Seed: r.Seed,
+		TimeScale: r.TimeScale, Version: eventlog.SchemaVersion, Detail: detail}
+}
+
+// peerKey reads a peer's certificate given at start, verifies it against
+// the CA at now and checks that it names the peer.
+func peerKey(v *ca.Verifier, p Peer, now time.Time) (ed25519.PublicKey, error) {
+	c, err := ca.LoadCert(p.Certificate)
+	if err != nil {
+		return nil, err
+	}
+	name, key, err := v.Verify(c.Raw, now)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", p.Certificate, err)
+	}
+	if name != p.Name {
+		return nil, fmt.Errorf("%s: certificate is for %q, not %q", p.Certificate, name, p.Name)
+	}
+	return key, nil
+}

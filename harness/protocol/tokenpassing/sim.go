@@ -1,0 +1,107 @@
+package tokenpassing
+
+import (
+	"errors"
+	"net/netip"
+	"time"
+
+	"tokenbed/agent/ca"
+	"tokenbed/agent/config"
+	"tokenbed/agent/driver"
+	"tokenbed/agent/eventlog"
+	"tokenbed/agent/node"
+	"tokenbed/harness/protocol"
+	"tokenbed/harness/sim"
+)
+
+var _ protocol.Simulated = Protocol{}
+
+// SimProcess implements protocol.Simulated: the agent that `agent run
+// --config cfg` would run, built by the same code (config.Resolved.Node),
+// wrapped as agent/driver wraps it: events logged before datagrams sent,
+// rejections sampled, presigning after each step.
+func (Protocol) SimProcess(cfg string, o protocol.Start, now time.Time) (sim.Process, string, error) {
+	c, err := config.Load(cfg)
+	if err != nil {
+		return nil, "", err
+	}
+	if o.Join != "" {
+		c.Join = o.Join
+		c.SetByFlag("$.join", "join")
+	}
+	r, err := c.Validate()
+	if err != nil {
+		return nil, "", err
+	}
+	if r.DropRate != 0 {
+		// The simulator's links drop; an agent's own test transport is
+		// not modelled.
+		return nil, "", errors.New(cfg + ": drop_rate: not simulated (give the link a loss profile)")
+	}
+	cred, err := ca.LoadMember(r.Credentials, r.Name, r.CA)
+	if err != nil {
+		return nil, "", err
+	}
+	n, err := r.Node(cred, now)
+	if err != nil {
+		return nil, "", errors.New(cfg + ": " + err.Error())
+	}
+	return &simAgent{n: n, started: r.Started(c.Fault, 0)}, r.Log, nil
+}
+
+// simAgent is a node.Node as the simulator runs it: what agent/driver
+// does around a node, without the socket and the clock.
+type simAgent struct {
+	n       *node.Node
+	rej     driver.RejectionSampler
+	started eventlog.Event
+}
+
+func (a *simAgent) out(now time.Time, first ...eventlog.Event) sim.Output {
+	r := a.n.Ready()
+	evs := append(first, a.rej.Filter(now, r.Events)...)
+	o := sim.Output{Events: evs}
+	for _, p := range r.Packets {
+		o.Packets = append(o.Packets, sim.Packet{To: p.To, Data: p.Data})
+	}
+	// As the driver: sign ahead while the datagrams are on their way.
+	a.n.Prepare(now)
+	return o
+}
+
+func (a *simAgent) Start(now time.Time) sim.Output {
+	a.n.Start(now)
+	return a.out(now, a.started)
+}
+
+func (a *simAgent) Receive(now time.Time, from netip.AddrPort, data []byte) sim.Output {
+	a.n.Receive(now, from, data)
+	return a.out(now)
+}
+
+func (a *simAgent) Tick(now time.Time) sim.Output {
+	// The deadline may have been the rejections summary's.
+	if d, ok := a.n.Deadline(); ok && !now.Before(d) {
+		a.n.Tick(now)
+	}
+	return a.out(now)
+}
+
+func (a *simAgent) Deadline() (time.Time, bool) {
+	d, ok := a.n.Deadline()
+	if sd, sok := a.rej.Due(); sok && (!ok || sd.Before(d)) {
+		d, ok = sd, true
+	}
+	return d, ok
+}
+
+// Stop is the agent's SIGTERM: the driver stops the node with its
+// context's cause, logs the pending rejection summary, and the agent its
+// agent_stopping.
+func (a *simAgent) Stop(now time.Time, _ string) sim.Output {
+	a.n.Stop("context canceled")
+	o := a.out(now)
+	o.Events = append(o.Events, a.rej.Final()...)
+	o.Events = append(o.Events, driver.Stopping("signal", a.n.Rejected()))
+	return o
+}

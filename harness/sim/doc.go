@@ -1,0 +1,61 @@
+// Package sim is the testbed's deterministic simulator (issue 13): the
+// processes of a protocol, unchanged, on the userspace engine's model of
+// netem, in virtual time. It is a backend like the others (registered as
+// "sim"): the runner (harness/runner) loads the experiment, expands its
+// schedule, writes the results directory, the credentials and every
+// process's configuration exactly as for real processes, and analysis
+// reads the results without knowing where they came from. Data flows one
+// way, as for every run: experiment → run (processes or this simulation)
+// → logs and capture → analysis → report.
+//
+// # Processes
+//
+// A Process is the small interface any protocol process implements to be
+// simulated: Start, Receive (a datagram in, at a time), Tick and Deadline
+// (timers), Stop (a clean exit); each call returns an Output, the events
+// to log and the datagrams to send. agent/node.Node fits it through the
+// token passing plug-in (harness/protocol/tokenpassing), built by the
+// same code as `agent run` builds it (agent/config: Resolved.Node), with
+// real Ed25519 signatures and certificates from the run's CA. A lock
+// service's servers and clients (seed 001) fit it the same way: the
+// simulator knows addresses, datagrams and events, nothing of a protocol.
+//
+// # Time and order
+//
+// One event loop, one goroutine, ordered by (virtual time, sequence
+// number): nothing races and nothing depends on map order or the wall
+// clock. Virtual time starts at Config.Epoch on the processes' wall clock
+// and at Config.MonoBase on their monotonic clock; logs and the capture are
+// stamped with it. Every random choice comes from the run's seed: a
+// process's from its configuration (the runner splits the seed per
+// process, as for real runs), a direction's from the seed and its two
+// addresses (userspace.DirectionSeed, as the engine does).
+//
+// # Links
+//
+// Each direction is a userspace.Qdisc with its netem.Profile: delay,
+// jitter, correlation and distribution tables, every loss model,
+// duplicate, reorder, corrupt, rate and limit. A datagram leaves its
+// sender as an IPv4/UDP packet, is recorded on the sender's interface,
+// goes through the direction's model and, at the time the model gives,
+// is recorded on the receiver's interface and handed to the receiving
+// process, if one runs there; a corrupted packet whose checksums fail is
+// dropped there, as the kernel drops it. SetProfile replaces a
+// direction's model (outages are 100% loss, as on the real backends);
+// packets already in flight keep their times, as in the engine.
+//
+// # Processing time
+//
+// A process is busy for VerifyTime per datagram it handles and SignTime
+// per datagram it sends; a datagram that arrives while it is busy waits,
+// and what it sends leaves when the work is done. The defaults are the
+// agent's own Ed25519 costs on this machine (BenchmarkVerify and
+// BenchmarkSign in agent/wire).
+//
+// # Faults
+//
+// Crash drops a process and its state (SIGKILL: nothing more is logged);
+// Stop lets it log its exit (SIGTERM); a restart is a new process from the
+// same configuration, logging to the same file with its sequence numbers
+// from 1, as a restarted agent does.
+package sim
