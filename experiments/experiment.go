@@ -550,11 +550,12 @@ func resolve(name string, f *File, yf *strictyaml.File) (*Experiment, error) {
 
 // Names an experiment reserves. An agent's instance is NAME in replica 0
 // and NAME.rN in replica N, its namespace RUNID-INSTANCE beside the
-// replicas' RUNID-hubN and the pre-flight's RUNID-netemcheck, and a link
+// replicas' RUNID-hubN and the kernel checks' RUNID-netemcheck and
+// RUNID-owncheck, and a link
 // step names A>B or A-B; "holder" is the crash and restart target meaning
 // whoever holds the token.
 var (
-	reservedName = regexp.MustCompile(`^(hub[0-9]+|netemcheck|holder)$`)
+	reservedName = regexp.MustCompile(`^(hub[0-9]+|netemcheck|owncheck|holder)$`)
 	agentName    = regexp.MustCompile(`^[A-Za-z0-9_]+$`)
 )
 
@@ -569,7 +570,7 @@ func nameProblem(n string) string {
 	case len(n)+maxReplicaSuffix > wire.MaxNameLen:
 		return fmt.Sprintf("longer than %d characters (a replica's instance adds .rNN)", wire.MaxNameLen-maxReplicaSuffix)
 	case reservedName.MatchString(n):
-		return "reserved (hubN and netemcheck name the harness's own namespaces; holder is the crash target meaning whoever holds the token)"
+		return "reserved (hubN, netemcheck and owncheck name the harness's own namespaces; holder is the crash target meaning whoever holds the token)"
 	}
 	return ""
 }

@@ -193,12 +193,14 @@ agents:
   - {name: holder}
   - {name: B-C}
   - {name: netemcheck}
+  - {name: owncheck}
 `, map[string]int{
 		`agents[1].name: "hub0": reserved`:       6,
 		`agents[2].name: "A.r1": want letters`:   7,
 		`agents[3].name: "holder": reserved`:     8,
 		`agents[4].name: "B-C": want letters`:    9,
 		`agents[5].name: "netemcheck": reserved`: 10,
+		`agents[6].name: "owncheck": reserved`:   11,
 	})
 }
 

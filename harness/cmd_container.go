@@ -20,7 +20,7 @@ import (
 // results as the netns backend.
 func runContainer(ctx context.Context, f runFlags, e *experiments.Experiment, claim *runner.Claim, expPath, impair, why string, stdout, stderr io.Writer, log *slog.Logger) int {
 	if need := needsImpairment(e); need != "" && (f.impair == runner.ImpairAuto || f.impair == runner.ImpairKernel) {
-		if err := claim.AddNamespaces(netemCheckNS(f.runID)); err != nil {
+		if err := claim.AddNamespaces(netem.KernelCheckNS(f.runID)); err != nil {
 			claim.Release()
 			fmt.Fprintln(stderr, "harness run: run registry:", err)
 			return exitRunError

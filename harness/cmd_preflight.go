@@ -13,7 +13,7 @@ func cmdPreflight(args []string, stdout, stderr io.Writer, log *slog.Logger) int
 	id := runner.NewRunID()
 	claim, err := runner.ClaimID(id, "")
 	if err == nil {
-		err = claim.AddNamespaces(netemCheckNS(id))
+		err = claim.AddNamespaces(netem.KernelCheckNS(id))
 		defer claim.Release()
 	}
 	if err != nil {

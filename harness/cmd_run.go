@@ -18,6 +18,7 @@ import (
 	"tokenbed/harness/protocol"
 	"tokenbed/harness/runner"
 	"tokenbed/harness/sim"
+	"tokenbed/netem"
 )
 
 type runFlags struct {
@@ -114,7 +115,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer, log *s
 		return runContainer(ctx, f, e, claim, expPath, f.impair, "forced by --impair "+f.impair, stdout, stderr, log)
 	}
 	if f.impair == runner.ImpairAuto {
-		if err := claim.AddNamespaces(netemCheckNS(f.runID)); err != nil {
+		if err := claim.AddNamespaces(netem.KernelCheckNS(f.runID)); err != nil {
 			claim.Release()
 			fmt.Fprintln(stderr, "harness run: run registry:", err)
 			return exitRunError

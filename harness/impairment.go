@@ -9,9 +9,6 @@ import (
 	"tokenbed/netem"
 )
 
-// netemCheckNS is the scratch namespace netem.CheckKernel creates.
-func netemCheckNS(runID string) string { return runID + "-netemcheck" }
-
 // chooseImpairment resolves --impair. auto takes the host kernel's netem
 // when it has it; otherwise the whole run goes into User Mode Linux, whose
 // kernel has it. A profile is never silently left unapplied.

@@ -18,24 +18,43 @@ import (
 // Equivalent to: `ip netns add RUNID-netemcheck && ip netns exec
 // RUNID-netemcheck tc qdisc add dev lo root netem delay 1ms; ip netns del
 // RUNID-netemcheck`.
-func CheckKernel(runID string) (err error) {
+func CheckKernel(runID string) error {
 	if runID == "" {
 		return errors.New("netem: CheckKernel needs a run ID to name its scratch namespace")
 	}
-	name := runID + "-netemcheck"
+	return inScratchNS(KernelCheckNS(runID), "kernel check", func(ns netns.NsHandle) error {
+		q, err := Add(Target{NS: ns, Link: "lo"}, Profile{Delay: 1e6})
+		if err != nil {
+			return err
+		}
+		return q.Delete()
+	})
+}
+
+// KernelCheckNS and OwnCheckNS name the scratch namespaces of CheckKernel
+// and CheckOwnDevice, so that a caller keeping a registry of what it
+// creates (the harness, for harness clean after a kill -9) can list them
+// first.
+func KernelCheckNS(runID string) string { return runID + "-netemcheck" }
+
+// OwnCheckNS: see KernelCheckNS.
+func OwnCheckNS(runID string) string { return runID + "-owncheck" }
+
+// inScratchNS runs f in a new network namespace called name, removed in
+// every case; errors say which check (what) failed.
+func inScratchNS(name, what string, f func(netns.NsHandle) error) (err error) {
 	ns, err := nsenter.NewNamed(name)
 	if err != nil {
-		return fmt.Errorf("netem: kernel check: %w", err)
+		return fmt.Errorf("netem: %s: %w", what, err)
 	}
 	defer func() {
 		ns.Close()
 		if derr := netns.DeleteNamed(name); derr != nil && err == nil {
-			err = fmt.Errorf("netem: kernel check: removing namespace %s: %w", name, derr)
+			err = fmt.Errorf("netem: %s: removing namespace %s: %w", what, name, derr)
 		}
 	}()
-	q, err := Add(Target{NS: ns, Link: "lo"}, Profile{Delay: 1e6})
-	if err != nil {
-		return fmt.Errorf("netem: kernel check: %w", err)
+	if err := f(ns); err != nil {
+		return fmt.Errorf("netem: %s: %w", what, err)
 	}
-	return q.Delete()
+	return nil
 }

@@ -11,7 +11,6 @@ import (
 	"github.com/vishvananda/netlink/nl"
 	"github.com/vishvananda/netns"
 
-	"tokenbed/internal/nsenter"
 )
 
 // ownDevice is a sender impaired on an IFB device of its own (see
@@ -169,43 +168,34 @@ var ErrNoOwnDevice = errors.New("cannot place a duplicating netem on a device of
 // shares its host's queue with other senders; on error (matching
 // ErrNoOwnDevice, or ErrNoNetem), Plan(err) says which directions the
 // kernel cannot take. It needs root.
-func CheckOwnDevice(runID string) (err error) {
+func CheckOwnDevice(runID string) error {
 	if runID == "" {
 		return errors.New("netem: CheckOwnDevice needs a run ID to name its scratch namespace")
 	}
-	name := runID + "-owncheck"
-	ns, err := nsenter.NewNamed(name)
-	if err != nil {
-		return fmt.Errorf("netem: own-device check: %w", err)
-	}
-	defer func() {
-		ns.Close()
-		if derr := netns.DeleteNamed(name); derr != nil && err == nil {
-			err = fmt.Errorf("netem: own-device check: removing namespace %s: %w", name, derr)
+	return inScratchNS(OwnCheckNS(runID), "own-device check", func(ns netns.NsHandle) error {
+		c, err := dial(ns)
+		if err != nil {
+			return err
 		}
-	}()
-	c, err := dial(ns)
-	if err != nil {
-		return fmt.Errorf("netem: own-device check: %w", err)
-	}
-	defer c.close()
-	// A veth pair stands for the host's and the senders' ports (veth is
-	// what the backends use; dummy may be missing).
-	if err := c.h.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "host0"}, PeerName: "send0"}); err != nil {
-		return fmt.Errorf("netem: own-device check: veth: %w", err)
-	}
-	host := netip.MustParsePrefix("192.0.2.1/32")
-	st := SourceTree{Link: "host0", Host: host, Sources: []Source{
-		{Dest: Dest{Prefix: netip.MustParsePrefix("192.0.2.2/32"), Profile: Profile{Delay: 1e6}}, Via: "send0"},
-		{Dest: Dest{Prefix: netip.MustParsePrefix("192.0.2.3/32"), Profile: Profile{Duplicate: 1}}, Via: "send0"},
-		{Dest: Dest{Prefix: netip.MustParsePrefix("192.0.2.4/32"), Profile: Profile{Delay: 1e6}}, Via: "send0"},
-	}}
-	t, err := st.Apply(ns)
-	if err != nil {
-		if errors.Is(err, ErrNoNetem) {
-			return fmt.Errorf("netem: own-device check: %w", err)
+		defer c.close()
+		// A veth pair stands for the host's and the senders' ports (veth is
+		// what the backends use; dummy may be missing).
+		if err := c.h.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "host0"}, PeerName: "send0"}); err != nil {
+			return fmt.Errorf("veth: %w", err)
 		}
-		return fmt.Errorf("netem: own-device check: %v: %w", err, ErrNoOwnDevice)
-	}
-	return t.Remove()
+		host := netip.MustParsePrefix("192.0.2.1/32")
+		st := SourceTree{Link: "host0", Host: host, Sources: []Source{
+			{Dest: Dest{Prefix: netip.MustParsePrefix("192.0.2.2/32"), Profile: Profile{Delay: 1e6}}, Via: "send0"},
+			{Dest: Dest{Prefix: netip.MustParsePrefix("192.0.2.3/32"), Profile: Profile{Duplicate: 1}}, Via: "send0"},
+			{Dest: Dest{Prefix: netip.MustParsePrefix("192.0.2.4/32"), Profile: Profile{Delay: 1e6}}, Via: "send0"},
+		}}
+		t, err := st.Apply(ns)
+		if err != nil {
+			if errors.Is(err, ErrNoNetem) {
+				return err
+			}
+			return fmt.Errorf("%v: %w", err, ErrNoOwnDevice)
+		}
+		return t.Remove()
+	})
 }

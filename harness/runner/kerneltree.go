@@ -85,6 +85,10 @@ func (r *run) impairKernel() error {
 	}
 	if needOwn {
 		var cannot []error
+		// Listed first, so that harness clean removes it after a kill -9.
+		if err := r.o.Claim.AddNamespaces(netem.OwnCheckNS(r.o.RunID)); err != nil {
+			return err
+		}
 		capErr := netem.CheckOwnDevice(r.o.RunID)
 		if errors.Is(capErr, netem.ErrNoNetem) {
 			// No kernel path at all: the caller chose it wrongly.
