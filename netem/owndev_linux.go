@@ -10,7 +10,6 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netlink/nl"
 	"github.com/vishvananda/netns"
-
 )
 
 // ownDevice is a sender impaired on an IFB device of its own (see
