@@ -107,6 +107,7 @@ type Msg struct {
 	Server  int    // Query: the querier; Redirect: the leader (-1: none)
 	Inc     uint64 // Heartbeat, Reply, Query: the sending server's incarnation; Transfer: the receiver's
 	Granted bool   // VoteResp
+	Pre     bool   // VoteReq, VoteResp: a pre-vote (no term changes)
 	State   State  // Heartbeat
 	Global  *Global
 
@@ -131,9 +132,9 @@ func (m Msg) String() string {
 	f := func(format string, a ...any) { b.WriteByte(' '); fmt.Fprintf(&b, format, a...) }
 	switch m.Kind {
 	case VoteReq:
-		f("term=%d v=%s", m.Term, VersionString(m.Version))
+		f("term=%d v=%s pre=%v", m.Term, VersionString(m.Version), m.Pre)
 	case VoteResp:
-		f("term=%d granted=%v", m.Term, m.Granted)
+		f("term=%d granted=%v pre=%v", m.Term, m.Granted, m.Pre)
 	case StateMsg, HeartbeatAck:
 		f("%s", m.Global)
 	case Heartbeat:

@@ -17,8 +17,12 @@
 //
 // Election (001 says only "elect a new leader"; this is how): a server
 // that hears no broadcast for ElectionTicks (randomised up to twice that,
-// from the seeded generator) starts an election in a new term, and
+// from the seeded generator) asks for pre-votes for the next term, and
+// only with a majority of them starts the election in that term; it
 // becomes leader with the votes of a majority of the configured servers.
+// The pre-vote (etcd raft's) keeps a server cut off from the others
+// from raising its term, which would make it deaf to the leader's
+// broadcasts when the partition heals.
 // A voter grants one vote per term, only to a candidate whose latest
 // global state is at least as new as its own (so the new leader inherits
 // the client list and the servers' states) and only if it has heard no
@@ -186,6 +190,7 @@ type Server struct {
 	term     uint64
 	votedFor int
 	votes    map[int]bool
+	pre      bool // the votes counted are pre-votes for term+1
 	leader   int
 	// lastState is the tick of the last accepted broadcast; deadline the
 	// tick at which to start an election.
@@ -318,7 +323,7 @@ func (s *Server) Tick() {
 		s.leaderTick(hb)
 	} else {
 		if s.tick >= s.deadline {
-			s.campaign()
+			s.preCampaign()
 		}
 		if hb {
 			s.heartbeat()
@@ -360,14 +365,20 @@ func (s *Server) serverIndex(p msg.Peer) int {
 }
 
 func (s *Server) stepServer(i int, m msg.Msg) {
-	if m.Term > s.term && (m.Kind == msg.StateMsg || m.Kind == msg.Heartbeat || m.Kind == msg.VoteResp) {
+	if m.Term > s.term && (m.Kind == msg.StateMsg || m.Kind == msg.Heartbeat || (m.Kind == msg.VoteResp && !m.Granted)) {
 		s.newTerm(m.Term)
 	}
 	switch m.Kind {
 	case msg.VoteReq:
 		s.voteReq(i, m)
 	case msg.VoteResp:
-		if m.Term == s.term && m.Granted && s.leader < 0 && s.votedFor == s.cfg.Self {
+		switch {
+		case m.Pre && s.pre && m.Granted && m.Term == s.term+1:
+			s.votes[i] = true
+			if len(s.votes) > s.n/2 {
+				s.campaign()
+			}
+		case !m.Pre && !s.pre && m.Term == s.term && m.Granted && s.leader < 0 && s.votedFor == s.cfg.Self:
 			s.votes[i] = true
 			if len(s.votes) > s.n/2 {
 				s.becomeLeader()
@@ -410,7 +421,26 @@ func (s *Server) newTerm(t uint64) {
 	s.leader = -1
 }
 
+// preCampaign asks whether a majority would vote for us in the next
+// term, without changing any term.
+func (s *Server) preCampaign() {
+	s.pre = true
+	s.votes = map[int]bool{s.cfg.Self: true}
+	s.leader = -1
+	s.resetElection()
+	if len(s.votes) > s.n/2 {
+		s.campaign()
+		return
+	}
+	for i := range s.n {
+		if i != s.cfg.Self {
+			s.send(i, msg.Msg{Kind: msg.VoteReq, Term: s.term + 1, Version: s.g.Version, Pre: true})
+		}
+	}
+}
+
 func (s *Server) campaign() {
+	s.pre = false
 	s.term++
 	s.votedFor = s.cfg.Self
 	s.votes = map[int]bool{s.cfg.Self: true}
@@ -430,6 +460,15 @@ func (s *Server) campaign() {
 
 func (s *Server) voteReq(i int, m msg.Msg) {
 	recent := s.leader >= 0 && s.tick-s.lastState < int64(s.cfg.ElectionTicks)
+	if m.Pre {
+		grant := m.Term > s.term && !recent && !s.IsLeader() && m.Version >= s.g.Version
+		t := m.Term
+		if !grant {
+			t = s.term
+		}
+		s.send(i, msg.Msg{Kind: msg.VoteResp, Term: t, Granted: grant, Pre: true})
+		return
+	}
 	if m.Term < s.term || recent || s.IsLeader() {
 		s.send(i, msg.Msg{Kind: msg.VoteResp, Term: s.term})
 		return
