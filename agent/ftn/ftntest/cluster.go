@@ -185,15 +185,35 @@ func (c *Cluster) Invoke(j int, o client.Op) uint64 {
 	return req
 }
 
+// harness logs what the harness would: crashes, restarts, outages.
+func (c *Cluster) harness(k eventlog.Kind, peer string) {
+	c.record("harness", eventlog.Event{Kind: k, Peer: peer})
+}
+
 // CrashServer stops server i without a word (its state is lost).
-func (c *Cluster) CrashServer(i int) { c.servers[i].s = nil }
+func (c *Cluster) CrashServer(i int) {
+	c.servers[i].s = nil
+	c.harness(eventlog.AgentCrash, c.servers[i].peer.Name)
+}
 
 // RestartServer starts server i again as a new life.
-func (c *Cluster) RestartServer(i int) error { return c.startServer(i, c.servers[i].inc+1000) }
+func (c *Cluster) RestartServer(i int) error {
+	c.harness(eventlog.AgentRestart, c.servers[i].peer.Name)
+	return c.startServer(i, c.servers[i].inc+1000)
+}
 
 // CrashClient stops client j; its outstanding operations stay without
 // completion (unknown).
-func (c *Cluster) CrashClient(j int) { c.clients[j].c = nil }
+func (c *Cluster) CrashClient(j int) {
+	c.clients[j].c = nil
+	c.harness(eventlog.AgentCrash, c.clients[j].peer.Name)
+}
+
+// RestartClient starts client j again: a new life that registers anew.
+func (c *Cluster) RestartClient(j int) error {
+	c.harness(eventlog.AgentRestart, c.clients[j].peer.Name)
+	return c.StartClient(j)
+}
 
 // Partition cuts every link between two processes of different groups
 // (names); processes in no group keep all their links.
@@ -216,7 +236,10 @@ func (c *Cluster) Partition(groups ...[]string) {
 func (c *Cluster) Cut(a, b string) { c.cut[[2]string{a, b}] = true }
 
 // Heal restores every link.
-func (c *Cluster) Heal() { c.cut = map[[2]string]bool{} }
+func (c *Cluster) Heal() {
+	c.cut = map[[2]string]bool{}
+	c.harness(eventlog.OutageEnd, "")
+}
 
 func hidden(k msg.Kind) bool {
 	return k == msg.StateMsg || k == msg.Heartbeat || k == msg.ClientHeartbeat || k == msg.HeartbeatAck

@@ -120,7 +120,7 @@ func run(t *testing.T, d *datadriven.TestData, cp **Cluster) (string, error) {
 			}
 			if d.Cmd == "crash" {
 				c.CrashClient(j)
-			} else if err := c.StartClient(j); err != nil {
+			} else if err := c.RestartClient(j); err != nil {
 				return "", err
 			}
 		}
