@@ -236,8 +236,12 @@ func (c *Client) sendOp(p *op) {
 		c.event(msg.Event{Kind: "redirect", Req: p.req, Name: p.Name, Server: o, Version: c.g.Version})
 	}
 	p.target = o
-	c.send(o, msg.Msg{Kind: p.Kind, Client: c.id, RegVersion: c.regVersion, Version: c.g.Version,
-		Req: p.req, Name: p.Name, Mode: p.Mode, Data: p.Data})
+	m := msg.Msg{Kind: p.Kind, Client: c.id, RegVersion: c.regVersion, Version: c.g.Version,
+		Req: p.req, Name: p.Name, Mode: p.Mode, Data: p.Data}
+	if h := c.holds[p.Name]; h != nil && p.Kind == msg.Release {
+		m.Fence = h.Fence
+	}
+	c.send(o, m)
 }
 
 // Tick advances the client's clock by one tick.

@@ -1017,7 +1017,9 @@ func (s *Server) request(from msg.Peer, m msg.Msg) {
 		}
 		s.grant(m.Name)
 	case msg.Release:
-		if hi >= 0 {
+		// A release names the fence of the hold it ends (zero: any), so a
+		// replayed or late release cannot end a later hold.
+		if hi >= 0 && (m.Fence.IsZero() || m.Fence == t.holders[hi].fence) {
 			s.event(msg.Event{Kind: "released", Name: m.Name, Client: m.Client, Fence: t.holders[hi].fence})
 			t.holders = slices.Delete(t.holders, hi, hi+1)
 		}
