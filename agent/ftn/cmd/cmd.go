@@ -18,6 +18,7 @@ import (
 	"tokenbed/agent/eventlog"
 	"tokenbed/agent/ftn/client"
 	"tokenbed/agent/ftn/driver"
+	"tokenbed/agent/ftn/ftnclient"
 	"tokenbed/agent/ftn/ftnconfig"
 	"tokenbed/agent/ftn/msg"
 )
@@ -76,11 +77,6 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "agent ftn server: takes no verbs")
 		return exitUsage
 	}
-	h, err := cfg.Host(time.Now())
-	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return exitCredentials
-	}
 	var log *eventlog.Writer
 	if cfg.Log == "-" {
 		log = eventlog.NewWriter(stdout, cfg.Name)
@@ -93,40 +89,42 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		defer f.Close()
 		log = w
 	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	if len(verbs) > 0 {
+		c, err := ftnclient.StartWith(ctx, cfg, log)
+		if err != nil {
+			fmt.Fprintln(stderr, err)
+			return exitCredentials
+		}
+		status := runVerbs(ctx, verbs, c, stdout)
+		select {
+		case <-time.After(*hold):
+		case <-ctx.Done():
+		}
+		if err := c.Close(); err != nil {
+			fmt.Fprintln(stderr, err)
+			return exitFailure
+		}
+		return status
+	}
+	// A server, or a client running its workload, until a signal.
+	h, err := cfg.Host(time.Now())
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return exitCredentials
+	}
 	udp, err := agentdriver.ListenUDP(netip.MustParseAddrPort(cfg.Listen))
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return exitFailure
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
-	invoke := make(chan client.Op)
-	done := make(chan client.Result, 16)
-	d := &driver.Driver{H: h, T: udp, Log: log, Invoke: invoke}
-	if len(verbs) > 0 {
-		d.OnDone = func(r client.Result) { done <- r }
-	}
-	if len(verbs) == 0 {
-		if err := d.Run(ctx); err != nil {
-			fmt.Fprintln(stderr, err)
-			return exitFailure
-		}
-		return exitOK
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	errc := make(chan error, 1)
-	go func() { errc <- d.Run(ctx) }()
-	status := runVerbs(ctx, verbs, invoke, done, stdout)
-	select {
-	case <-time.After(*hold):
-	case <-ctx.Done():
-	}
-	cancel()
-	if err := <-errc; err != nil {
+	d := &driver.Driver{H: h, T: udp, Log: log}
+	if err := d.Run(ctx); err != nil {
 		fmt.Fprintln(stderr, err)
 		return exitFailure
 	}
-	return status
+	return exitOK
 }
 
 type verb struct {
@@ -180,8 +178,12 @@ func parseVerbs(args []string) ([]verb, error) {
 
 // runVerbs runs the verbs in order and prints each result; it returns 1
 // if one failed.
-func runVerbs(ctx context.Context, vs []verb, invoke chan<- client.Op, done <-chan client.Result, w io.Writer) int {
-	holds := map[string]client.Result{}
+func runVerbs(ctx context.Context, vs []verb, c *ftnclient.Client, w io.Writer) int {
+	type held struct {
+		mode  msg.Mode
+		fence msg.Fence
+	}
+	holds := map[string]held{}
 	status := exitOK
 	for _, v := range vs {
 		if v.status {
@@ -192,41 +194,39 @@ func runVerbs(ctx context.Context, vs []verb, invoke chan<- client.Op, done <-ch
 			sort.Strings(names)
 			var parts []string
 			for _, n := range names {
-				parts = append(parts, fmt.Sprintf("%s %s fence=%s", n, holds[n].Op.Mode, holds[n].Fence))
+				parts = append(parts, fmt.Sprintf("%s %s fence=%s", n, holds[n].mode, holds[n].fence))
 			}
 			fmt.Fprintf(w, "status: holds [%s]\n", strings.Join(parts, ", "))
 			continue
 		}
-		select {
-		case invoke <- v.op:
-		case <-ctx.Done():
-			return exitFailure
-		}
-		var r client.Result
-		select {
-		case r = <-done:
-		case <-ctx.Done():
-			fmt.Fprintf(w, "%s: unknown (stopped)\n", v.op)
-			return exitFailure
-		}
-		line := fmt.Sprintf("%s: %s", r.Op, r.Status)
-		if r.Err != "" {
-			line = fmt.Sprintf("%s: %s", r.Op, r.Err)
-		}
-		if r.OK() {
-			switch r.Op.Kind {
-			case msg.Acquire:
-				holds[r.Op.Name] = r
-				line += " fence=" + r.Fence.String()
-			case msg.Release:
-				delete(holds, r.Op.Name)
-			case msg.GetData:
-				line += fmt.Sprintf(" data=%q", r.Data)
+		o := v.op
+		var err error
+		line := ""
+		switch o.Kind {
+		case msg.Acquire:
+			var f msg.Fence
+			if f, err = c.Acquire(ctx, o.Name, o.Mode); err == nil {
+				holds[o.Name] = held{o.Mode, f}
+				line = " fence=" + f.String()
 			}
-		} else {
-			status = exitFailure
+		case msg.Release:
+			if err = c.Release(ctx, o.Name); err == nil {
+				delete(holds, o.Name)
+			}
+		case msg.SetData:
+			err = c.SetData(ctx, o.Name, o.Data)
+		case msg.GetData:
+			var d []byte
+			if d, err = c.GetData(ctx, o.Name); err == nil {
+				line = fmt.Sprintf(" data=%q", d)
+			}
 		}
-		fmt.Fprintln(w, line)
+		if err != nil {
+			status = exitFailure
+			fmt.Fprintf(w, "%s: %v\n", o, err)
+			continue
+		}
+		fmt.Fprintf(w, "%s: ok%s\n", o, line)
 	}
 	return status
 }
