@@ -89,6 +89,16 @@ nightly: build
 demo: build
 	./$(BIN)/harness run --backend $(BACKEND) $(HARNESS_FLAGS) experiments/three-agents.yaml
 
+# The FTN lock service (seed 001): unit traces, the checker on literal
+# histories and seeded swarms, and a simulated 3-server 10-client run
+# through a leader crash and a server partition, printing its checker
+# table. The experiment files (experiments/ftn-*.yaml) join when
+# experiments take protocol-neutral roles (issue 12).
+.PHONY: ftn
+ftn: deps
+	$(GO) test -count=1 ./agent/ftn/... ./harness/protocol/ftn/...
+	$(GO) test -count=1 -v -run 'TestSimulatedRun|TestSwarm|TestLiteralHistories|TestBrokenServerCaught|TestAdmittedWindow' ./analysis/ftn
+
 # Remove what a killed run left behind (namespaces, processes, UML directories).
 clean-host: build
 	./$(BIN)/harness clean

@@ -31,7 +31,8 @@ import (
 	"golang.org/x/term"
 
 	"tokenbed/analysis/pcaptimeline"
-	_ "tokenbed/harness/protocol/tokenpassing" // the protocol plug-ins this build runs
+	_ "tokenbed/harness/protocol/ftn" // the protocol plug-ins this build runs
+	_ "tokenbed/harness/protocol/tokenpassing"
 )
 
 const (
