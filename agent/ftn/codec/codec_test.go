@@ -14,7 +14,7 @@ import (
 // t0 is now: ca.LoadMember checks certificates against the wall clock.
 var t0 = time.Now().Truncate(time.Second)
 
-func member(t *testing.T, dir, name string, seed uint64) *ca.Credentials {
+func member(t testing.TB, dir, name string, seed uint64) *ca.Credentials {
 	t.Helper()
 	src := ca.Seeded(seed, t0, t0.Add(24*time.Hour))
 	if _, err := ca.LoadCert(filepath.Join(dir, "ca.crt")); err != nil {

@@ -385,7 +385,13 @@ func (s *Server) stepServer(i int, m msg.Msg) {
 			}
 		}
 	case msg.StateMsg:
-		if m.Term < s.term || m.Global == nil {
+		if m.Global == nil || len(m.Global.Servers) != s.n || m.Global.Leader != i {
+			// A server with another list: the configuration file is not
+			// the shared one (001 "Configuration").
+			s.event(msg.Event{Kind: "rejected", Server: i, Detail: "global state of another server list"})
+			return
+		}
+		if m.Term < s.term {
 			return
 		}
 		known := s.leader == i
