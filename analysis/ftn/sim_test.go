@@ -29,6 +29,9 @@ func TestSimulatedRun(t *testing.T) {
 		t.Skip("a 60 s simulated run (a few seconds of CPU)")
 	}
 	dir := t.TempDir()
+	if d := os.Getenv("KEEPDIR"); d != "" { // keep the logs to read them
+		dir = d
+	}
 	src := ca.Seeded(1, sim.Epoch, time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC))
 	if err := ca.InitWith(dir, src); err != nil {
 		t.Fatal(err)
