@@ -151,14 +151,30 @@ type history struct {
 	faults   []int64
 	faultWhy []string
 	last     int64
+
+	answerWithin int64
+}
+
+// Options of a check.
+type Options struct {
+	// AnswerWithin overrides the package's AnswerWithin (histories on
+	// another time scale, such as the in-memory cluster's 1 ms ticks).
+	AnswerWithin time.Duration
 }
 
 // Check judges a history: every event of every process and of the
 // harness, in any order (they are sorted on the shared clock).
-func Check(evs []eventlog.Event) (*Report, error) {
+func Check(evs []eventlog.Event) (*Report, error) { return CheckWith(evs, Options{}) }
+
+// CheckWith is Check with options.
+func CheckWith(evs []eventlog.Event, o Options) (*Report, error) {
 	h, err := parse(evs)
 	if err != nil {
 		return nil, err
+	}
+	h.answerWithin = int64(AnswerWithin)
+	if o.AnswerWithin > 0 {
+		h.answerWithin = int64(o.AnswerWithin)
 	}
 	r := &Report{Ops: h.ops}
 	r.Holds = holds(h)
@@ -437,7 +453,7 @@ func liveness(h *history, r *Report) {
 				if end < 0 {
 					end = h.last
 				}
-				if o.Inv >= t && end-o.Inv > int64(AnswerWithin) && !ended(h, o.Client, o.Inv) {
+				if o.Inv >= t && end-o.Inv > h.answerWithin && !ended(h, o.Client, o.Inv) {
 					r.Unrecovered = append(r.Unrecovered, fmt.Sprintf("%s req %d (%s %s) after %s at %s", o.Client, o.Req,
 						ftnlog.OpName(o.Kind), o.Name, h.faultWhy[fi], ms(t)))
 				}

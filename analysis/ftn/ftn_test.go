@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/datadriven"
 
@@ -109,7 +110,9 @@ func TestSwarm(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			r, err := Check(c.Log())
+			// 200 rounds: several times the longest recovery the
+			// timeouts allow (election, DOWN, query round: about 40).
+			r, err := CheckWith(c.Log(), Options{AnswerWithin: 200 * time.Duration(ftntest.TickNS)})
 			if err != nil {
 				t.Fatal(err)
 			}
