@@ -19,7 +19,6 @@ package experiments
 import (
 	"fmt"
 	"math/rand/v2"
-	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -52,22 +51,12 @@ type File struct {
 
 // Defaults apply to every agent and link unless they say otherwise.
 type Defaults struct {
-	Role    string      `yaml:"role"`
-	Agent   AgentConfig `yaml:"agent"`
-	Profile string      `yaml:"profile"`
-}
-
-// AgentConfig is the part of the agent configuration an experiment sets.
-// A zero field inherits (agent ← defaults ← built-in).
-type AgentConfig struct {
-	Passing      config.Passing    `yaml:"passing"`
-	RandomWalk   config.RandomWalk `yaml:"randomwalk"`
-	Wandering    config.Wandering  `yaml:"wandering"`
-	DirectoryTTL time.Duration     `yaml:"directory_ttl"`
-	// Fault makes a deliberately broken agent (see agent/config).
-	Fault string `yaml:"fault"`
-	// DropRate drops outgoing datagrams in the agent itself (tests).
-	DropRate float64 `yaml:"drop_rate"`
+	Role string `yaml:"role"`
+	// Agent is the configuration every agent starts from: the protocol's
+	// (for token passing, agent/config's fields and the policies'
+	// sections), kept undecoded here.
+	Agent   strictyaml.Node `yaml:"agent"`
+	Profile string          `yaml:"profile"`
 }
 
 // AgentSpec is one agent.
@@ -77,8 +66,10 @@ type AgentSpec struct {
 	// Generate makes the agent generate a token when it starts.
 	Generate bool `yaml:"generate"`
 	// Later agents start only when a join step starts them.
-	Later  bool        `yaml:"later"`
-	Config AgentConfig `yaml:"config"`
+	Later bool `yaml:"later"`
+	// Config is the agent's own configuration, over defaults.agent; the
+	// protocol decodes it.
+	Config strictyaml.Node `yaml:"config"`
 }
 
 // LinkSpec sets the profiles between two agents.
@@ -156,7 +147,10 @@ type Agent struct {
 	Role     string
 	Generate bool
 	Later    bool
-	Config   AgentConfig
+	// Config is defaults.agent overridden by the agent's config, key by
+	// key (strictyaml.Merge), undecoded: the protocol plug-in decodes it,
+	// and its errors name the file and line of each value.
+	Config strictyaml.Node
 }
 
 // Direction is one direction of a link with its profile.
@@ -328,16 +322,15 @@ func resolve(name string, f *File, yf *strictyaml.File) (*Experiment, error) {
 		if a.Generate {
 			generators++
 		}
-		cfg := f.Defaults.Agent
-		overlay(&cfg, a.Config)
+		cfg := strictyaml.Merge(f.Defaults.Agent, a.Config)
 		e.Agents = append(e.Agents, Agent{Name: a.Name, Role: r, Generate: a.Generate, Later: a.Later, Config: cfg})
-		// Let the agent's own validation speak for the merged settings.
-		c := config.Config{Name: "x", Listen: "10.0.0.1:1", CA: "x", Credentials: "x", Passing: cfg.Passing, RandomWalk: cfg.RandomWalk, Wandering: cfg.Wandering, Role: r, Fault: cfg.Fault, DropRate: cfg.DropRate}
-		if _, err := c.Validate(); err != nil {
-			for _, line := range strings.Split(err.Error(), "\n") {
-				_, msg, _ := strings.Cut(line, ": ")
-				yf.Errorf(path+".config", "%s", msg)
-			}
+		// Let the agent's own validation speak for the merged settings,
+		// at their lines.
+		if c, err := config.Decode(cfg); err != nil {
+			yf.Add(err)
+		} else if slices.Contains(config.Roles(), r) {
+			c.Name, c.Listen, c.CA, c.Credentials, c.Role = "x", "10.0.0.1:1", "x", "x", r
+			c.Validate()
 		}
 	}
 	if generators == 0 && len(f.Agents) > 0 {
@@ -573,24 +566,4 @@ func nameProblem(n string) string {
 		return "reserved (hubN, netemcheck and owncheck name the harness's own namespaces; holder is the crash target meaning whoever holds the token)"
 	}
 	return ""
-}
-
-// overlay sets every non-zero field of src onto dst, recursively: the
-// per-agent settings override the defaults field by field.
-func overlay(dst *AgentConfig, src AgentConfig) {
-	overlayValue(reflect.ValueOf(dst).Elem(), reflect.ValueOf(src))
-}
-
-func overlayValue(dst, src reflect.Value) {
-	if src.Kind() == reflect.Struct {
-		for i := 0; i < src.NumField(); i++ {
-			if dst.Field(i).CanSet() {
-				overlayValue(dst.Field(i), src.Field(i))
-			}
-		}
-		return
-	}
-	if !src.IsZero() {
-		dst.Set(src)
-	}
 }

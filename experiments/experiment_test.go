@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	_ "tokenbed/agent/circulation/policies" // the roles
 )
 
 func TestShippedExperimentsLoad(t *testing.T) {
@@ -60,11 +62,20 @@ schedule:
 	}
 	a, _ := e.Agent("A")
 	b, _ := e.Agent("B")
-	if a.Config.RandomWalk.Hold != 5*time.Second || b.Config.RandomWalk.Hold != 2*time.Second {
-		t.Errorf("hold: A %v (want 5s, its own), B %v (want 2s, the default)", a.Config.RandomWalk.Hold, b.Config.RandomWalk.Hold)
+	// The merged section, as the protocol will decode it.
+	section := func(a Agent) map[string]map[string]any {
+		var m map[string]map[string]any
+		if err := a.Config.Decode(&m); err != nil {
+			t.Fatal(err)
+		}
+		return m
 	}
-	if b.Config.Passing.MoveRetries == nil || *b.Config.Passing.MoveRetries != 3 {
-		t.Error("defaults.agent.passing not inherited")
+	ah, bh := section(a)["randomwalk"]["hold"], section(b)["randomwalk"]["hold"]
+	if ah != "5s" || bh != "2s" {
+		t.Errorf("hold: A %v (want 5s, its own), B %v (want 2s, the default)", ah, bh)
+	}
+	if r := section(b)["passing"]["move_retries"]; fmt.Sprint(r) != "3" {
+		t.Errorf("defaults.agent.passing not inherited: move_retries %v", r)
 	}
 	if len(e.Schedule) != 5 {
 		t.Fatalf("count: 5 gave %d steps", len(e.Schedule))
@@ -311,4 +322,38 @@ func TestLoadRefusesHugeFile(t *testing.T) {
 	if _, err := Load(p); err == nil || !strings.Contains(err.Error(), "larger than") {
 		t.Errorf("want a size error, got %v", err)
 	}
+}
+
+// An agent's configuration is decoded by its own types (the agent's
+// fields, each policy's section), and its errors keep the line of the
+// value: in defaults.agent or in the agent's config.
+func TestAgentConfigErrorsAtTheirLines(t *testing.T) {
+	expectErrors(t, `name: x
+duration: 10s
+defaults:
+  agent:
+    randomwalk: {hold: -1s}
+agents:
+  - {name: A, generate: true}
+  - name: B
+    role: wandering
+    config:
+      wandering: {op: 1s, skip: 2s}
+      passing:
+        move_timeout: -5ms
+  - {name: C, role: ring}
+`, map[string]int{
+		`agents[1].config.wandering.skip: must be in [0, op)`:     11,
+		`agents[1].config.passing.move_timeout: must be positive`: 13,
+		`randomwalk.hold: must not be negative`:                   5,
+		`agents[2].role: "ring"`:                                  14,
+	})
+	expectErrors(t, `name: x
+duration: 10s
+agents:
+  - {name: A, generate: true}
+  - name: B
+    config:
+      wandering: {opp: 1s}
+`, map[string]int{`unknown field "opp"`: 7})
 }
