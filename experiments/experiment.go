@@ -24,7 +24,6 @@ import (
 	"strings"
 	"time"
 
-	"tokenbed/agent/config"
 	"tokenbed/agent/wire"
 	"tokenbed/internal/strictyaml"
 	"tokenbed/netem"
@@ -189,9 +188,12 @@ type Experiment struct {
 	Duration         time.Duration // paper time
 	Replicas         int
 	Agents           []Agent
-	Directions       []Direction // every ordered pair of agents
-	Schedule         []Step      // sorted by time
-	Checks           Checks
+	// Targets are the protocol's schedule target words (Schema.Targets):
+	// a crash or restart step's agent is one of them or an agent.
+	Targets    []string
+	Directions []Direction // every ordered pair of agents
+	Schedule   []Step      // sorted by time
+	Checks     Checks
 	// Raw is the file as loaded: the results keep exactly what ran.
 	Raw []byte
 }
@@ -282,12 +284,16 @@ func resolve(name string, f *File, yf *strictyaml.File) (*Experiment, error) {
 	if e.Replicas < 0 || e.Replicas > 64 {
 		yf.Errorf("$.replicas", "must be in 1..64, got %d", f.Replicas)
 	}
-	role := f.Defaults.Role
-	if role == "" {
-		role = config.RoleRandomWalk
-	}
-	if !slices.Contains(config.Roles(), role) {
-		yf.Errorf("$.defaults.role", "%q: roles are %s", role, strings.Join(config.Roles(), ", "))
+	// The protocol decides the roles, the agents' configuration sections
+	// and the schedule's target words.
+	schema, err := lookupSchema(f.Protocol)
+	if err != nil {
+		yf.Errorf("$.protocol", "%v", err)
+	} else {
+		e.Targets = schema.Targets()
+		if _, err := schema.Role(f.Defaults.Role); err != nil && f.Defaults.Role != "" {
+			yf.Errorf("$.defaults.role", "%v", err)
+		}
 	}
 	defProfile := netem.Profile{}
 	if f.Defaults.Profile != "" {
@@ -306,32 +312,32 @@ func resolve(name string, f *File, yf *strictyaml.File) (*Experiment, error) {
 	generators := 0
 	for i, a := range f.Agents {
 		path := fmt.Sprintf("$.agents[%d]", i)
-		if msg := nameProblem(a.Name); msg != "" {
+		if msg := nameProblem(a.Name, e.Targets); msg != "" {
 			yf.Errorf(path+".name", "%q: %s", a.Name, msg)
 		} else if _, dup := names[a.Name]; dup {
 			yf.Errorf(path+".name", "%q defined twice", a.Name)
 		}
 		names[a.Name] = i
-		r := a.Role
-		if r == "" {
-			r = role
-		}
-		if !slices.Contains(config.Roles(), r) {
-			yf.Errorf(path+".role", "%q: roles are %s", r, strings.Join(config.Roles(), ", "))
-		}
 		if a.Generate {
 			generators++
 		}
-		cfg := strictyaml.Merge(f.Defaults.Agent, a.Config)
-		e.Agents = append(e.Agents, Agent{Name: a.Name, Role: r, Generate: a.Generate, Later: a.Later, Config: cfg})
-		// Let the agent's own validation speak for the merged settings,
-		// at their lines.
-		if c, err := config.Decode(cfg); err != nil {
-			yf.Add(err)
-		} else if slices.Contains(config.Roles(), r) {
-			c.Name, c.Listen, c.CA, c.Credentials, c.Role = "x", "10.0.0.1:1", "x", "x", r
-			c.Validate()
+		ag := Agent{Name: a.Name, Role: a.Role, Generate: a.Generate, Later: a.Later,
+			Config: strictyaml.Merge(f.Defaults.Agent, a.Config)}
+		if ag.Role == "" {
+			ag.Role = f.Defaults.Role
 		}
+		if schema != nil {
+			r, err := schema.Role(ag.Role)
+			if err != nil {
+				if a.Role != "" || f.Defaults.Role == "" {
+					yf.Errorf(path+".role", "%v", err)
+				}
+			} else {
+				ag.Role = r
+				yf.Add(schema.CheckConfig(ag))
+			}
+		}
+		e.Agents = append(e.Agents, ag)
 	}
 	if generators == 0 && len(f.Agents) > 0 {
 		yf.Errorf("$.agents", "no agent has generate: true, so no token would exist until a regeneration")
@@ -442,8 +448,8 @@ func resolve(name string, f *File, yf *strictyaml.File) (*Experiment, error) {
 			}
 			return true
 		}
-		needAgent := func(allowHolder bool) {
-			if s.Agent == "holder" && allowHolder {
+		needAgent := func(allowTarget bool) {
+			if allowTarget && slices.Contains(e.Targets, s.Agent) {
 				return
 			}
 			if _, known := names[s.Agent]; !known {
@@ -544,26 +550,28 @@ func resolve(name string, f *File, yf *strictyaml.File) (*Experiment, error) {
 // Names an experiment reserves. An agent's instance is NAME in replica 0
 // and NAME.rN in replica N, its namespace RUNID-INSTANCE beside the
 // replicas' RUNID-hubN and the kernel checks' RUNID-netemcheck and
-// RUNID-owncheck, and a link
-// step names A>B or A-B; "holder" is the crash and restart target meaning
-// whoever holds the token.
+// RUNID-owncheck, and a link step names A>B or A-B. The protocol's
+// schedule target words (token passing's "holder") are reserved too.
 var (
-	reservedName = regexp.MustCompile(`^(hub[0-9]+|netemcheck|owncheck|holder)$`)
+	reservedName = regexp.MustCompile(`^(hub[0-9]+|netemcheck|owncheck)$`)
 	agentName    = regexp.MustCompile(`^[A-Za-z0-9_]+$`)
 )
 
 // maxReplicaSuffix is ".r63": the longest suffix a replica adds.
 const maxReplicaSuffix = 4
 
-// nameProblem says what is wrong with an agent name, or "".
-func nameProblem(n string) string {
+// nameProblem says what is wrong with an agent name, or ""; targets are
+// the protocol's schedule target words.
+func nameProblem(n string, targets []string) string {
 	switch {
 	case !agentName.MatchString(n):
 		return "want letters, digits and '_' only ('.' would clash with replica instances NAME.rN, '-' with the A-B link form)"
 	case len(n)+maxReplicaSuffix > wire.MaxNameLen:
 		return fmt.Sprintf("longer than %d characters (a replica's instance adds .rNN)", wire.MaxNameLen-maxReplicaSuffix)
 	case reservedName.MatchString(n):
-		return "reserved (hubN, netemcheck and owncheck name the harness's own namespaces; holder is the crash target meaning whoever holds the token)"
+		return "reserved (hubN, netemcheck and owncheck name the harness's own namespaces)"
+	case slices.Contains(targets, n):
+		return fmt.Sprintf("reserved: the protocol's schedule target word (crash: %s); targets are %s", n, strings.Join(targets, ", "))
 	}
 	return ""
 }

@@ -1,4 +1,4 @@
-package experiments
+package experiments_test
 
 import (
 	"fmt"
@@ -8,7 +8,8 @@ import (
 	"testing"
 	"time"
 
-	_ "tokenbed/agent/circulation/policies" // the roles
+	"tokenbed/experiments"
+	_ "tokenbed/harness/protocol/tokenpassing" // the default protocol's schema
 )
 
 func TestShippedExperimentsLoad(t *testing.T) {
@@ -17,7 +18,7 @@ func TestShippedExperimentsLoad(t *testing.T) {
 		t.Fatal("no experiment files")
 	}
 	for _, f := range files {
-		e, err := Load(f)
+		e, err := experiments.Load(f)
 		if err != nil {
 			t.Errorf("%s: %v", f, err)
 			continue
@@ -48,7 +49,7 @@ links:
 schedule:
   - {action: outage, links: [A-C], at: 10s, until: 90s, count: 5, for: 1s}
 `
-	e, err := Parse("x.yaml", []byte(src))
+	e, err := experiments.Parse("x.yaml", []byte(src))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +64,7 @@ schedule:
 	a, _ := e.Agent("A")
 	b, _ := e.Agent("B")
 	// The merged section, as the protocol will decode it.
-	section := func(a Agent) map[string]map[string]any {
+	section := func(a experiments.Agent) map[string]map[string]any {
 		var m map[string]map[string]any
 		if err := a.Config.Decode(&m); err != nil {
 			t.Fatal(err)
@@ -89,7 +90,7 @@ schedule:
 		}
 	}
 	// The same seed gives the same schedule.
-	e2, _ := Parse("x.yaml", []byte(src))
+	e2, _ := experiments.Parse("x.yaml", []byte(src))
 	for i := range e.Schedule {
 		if e.Schedule[i].At != e2.Schedule[i].At {
 			t.Fatal("schedule is not reproducible from the seed")
@@ -117,7 +118,7 @@ checks:
   latency:
     - {link: "A>B", tolerance: -1}
 `
-	_, err := Parse("bad.yaml", []byte(src))
+	_, err := experiments.Parse("bad.yaml", []byte(src))
 	if err == nil {
 		t.Fatal("accepted")
 	}
@@ -144,7 +145,7 @@ checks:
 		t.Errorf("only %d errors reported:\n%s", len(lines), err)
 	}
 	// Unknown fields name file and line too.
-	_, err = Parse("typo.yaml", []byte("name: x\nduration: 1s\nagnets: []\n"))
+	_, err = experiments.Parse("typo.yaml", []byte("name: x\nduration: 1s\nagnets: []\n"))
 	if err == nil || !strings.HasPrefix(err.Error(), "typo.yaml:3:") {
 		t.Errorf("unknown field: %v", err)
 	}
@@ -167,7 +168,7 @@ func TestReadmeExample(t *testing.T) {
 	if start < 0 || end < 0 {
 		t.Fatal("no yaml block in the section")
 	}
-	if _, err := Parse("README.md example", []byte(s[start+8:start+8+end])); err != nil {
+	if _, err := experiments.Parse("README.md example", []byte(s[start+8:start+8+end])); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -176,7 +177,7 @@ func TestReadmeExample(t *testing.T) {
 // error line, which starts with the file and the wanted line number.
 func expectErrors(t *testing.T, src string, want map[string]int) {
 	t.Helper()
-	_, err := Parse("x.yaml", []byte(src))
+	_, err := experiments.Parse("x.yaml", []byte(src))
 	if err == nil {
 		t.Fatalf("accepted:\n%s", src)
 	}
@@ -288,7 +289,7 @@ schedule:
   - {action: join, agent: D, via: A, at: 10s}
   - {action: join, agent: D, via: A, at: 60s}
 `} {
-		if _, err := Parse("ok.yaml", []byte(src)); err != nil {
+		if _, err := experiments.Parse("ok.yaml", []byte(src)); err != nil {
 			t.Errorf("rejected: %v\n%s", err, src)
 		}
 	}
@@ -319,7 +320,7 @@ func TestLoadRefusesHugeFile(t *testing.T) {
 	if err := os.WriteFile(p, []byte("name: x\n"+strings.Repeat("# pad\n", 300000)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Load(p); err == nil || !strings.Contains(err.Error(), "larger than") {
+	if _, err := experiments.Load(p); err == nil || !strings.Contains(err.Error(), "larger than") {
 		t.Errorf("want a size error, got %v", err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -127,6 +128,27 @@ func TestHoldsIsDeterministic(t *testing.T) {
 		}
 		if got := o.Holds("A"); got != "10@C" {
 			t.Fatalf("A holds %q, want the smallest, 10@C", got)
+		}
+	}
+}
+
+// The plug-in validates an experiment's agent sections: the agent's own
+// types decode them (errors at their lines), and the fields the run sets
+// for every agent are refused where they are written.
+func TestSchemaChecksAgentSections(t *testing.T) {
+	_, err := experiments.Parse("x.yaml", []byte(`name: x
+duration: 10s
+agents:
+  - {name: A, generate: true, config: {listen: "10.0.0.9:1", passing: {ack_retries: -1}}}
+  - {name: B, role: ring}
+`))
+	for _, want := range []string{
+		`x.yaml:4:48: agents[0].config.listen: set by the harness`,
+		`x.yaml:4:85: agents[0].config.passing.ack_retries: must be in 0..1000`,
+		`x.yaml:5:21: agents[1].role: "ring": no such role; known: randomwalk, wandering`,
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q:\n%v", want, err)
 		}
 	}
 }
