@@ -40,6 +40,7 @@ import (
 	"cmp"
 	"fmt"
 	"math"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -49,6 +50,7 @@ import (
 	"tokenbed/agent/ftn/ftnlog"
 	"tokenbed/agent/ftn/msg"
 	"tokenbed/analysis"
+	"tokenbed/harness/results"
 )
 
 // Op is one client operation of the history.
@@ -507,4 +509,25 @@ func fail(value, detail string) analysis.Requirement {
 
 func notJudged(why string) analysis.Requirement {
 	return analysis.Requirement{Verdict: analysis.VerdictNotJudged, Value: "not judged", Detail: "not judged: " + why}
+}
+
+// CheckDir judges a run's results directory: every event log in its
+// logs/ (the processes' and the harness's).
+func CheckDir(dir string) (*Report, error) {
+	paths, err := filepath.Glob(filepath.Join(dir, results.LogsDir, "*.jsonl"))
+	if err != nil {
+		return nil, err
+	}
+	if len(paths) == 0 {
+		return nil, fmt.Errorf("%s: no event logs", filepath.Join(dir, results.LogsDir))
+	}
+	var evs []eventlog.Event
+	for _, p := range paths {
+		e, err := eventlog.ReadFile(p)
+		if err != nil {
+			return nil, err
+		}
+		evs = append(evs, e...)
+	}
+	return Check(evs)
 }

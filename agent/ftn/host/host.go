@@ -58,6 +58,8 @@ type Host struct {
 	next time.Time
 	wl   *workload
 	ops  map[uint64]client.Op // a client's outstanding operations
+
+	stopping bool
 }
 
 // New returns a host; Start starts it.
@@ -156,10 +158,9 @@ func (h *Host) Invoke(now time.Time, op client.Op) Output {
 func (h *Host) Stop(now time.Time, reason string) Output {
 	var o Output
 	if c := h.cfg.Client; c != nil {
-		for req, op := range h.ops {
-			o.Events = append(o.Events, ftnlog.Completion(c.ID(), req, op.Kind, op.Name, op.Mode, ftnlog.Unknown, "stopped", msg.Fence{}, nil).Event(ftnlog.Complete))
-			delete(h.ops, req)
-		}
+		// Closing fails every outstanding operation in the machine; for
+		// the history they are unknown: a grant may be on its way.
+		h.stopping = true
 		c.Close()
 		o.merge(h.drain(now))
 		o.Done = nil
@@ -199,10 +200,13 @@ func (h *Host) drain(now time.Time) Output {
 		}
 		delete(h.ops, r.Req)
 		res, st := ftnlog.Fail, r.Status.String()
-		if r.OK() {
+		switch {
+		case h.stopping:
+			res, st = ftnlog.Unknown, "stopped"
+		case r.OK():
 			res = ftnlog.OK
 		}
-		if r.Err != "" {
+		if r.Err != "" && !h.stopping {
 			st = r.Err
 		}
 		o.Events = append(o.Events, ftnlog.Completion(c.ID(), r.Req, op.Kind, op.Name, op.Mode, res, st, r.Fence, r.Data).Event(ftnlog.Complete))

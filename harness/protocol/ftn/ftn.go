@@ -32,10 +32,77 @@ const TargetLeader = "leader"
 // timeouts are counted in ticks (agent/ftn/server, agent/ftn/client).
 const Tick = 50 * time.Millisecond
 
-// DefaultWorkload is a client's workload until experiment files carry
-// the protocol's own section (issue 12): 8 names, 30% shared, one
-// acquisition per second per client, held 200 ms, with data.
+// DefaultWorkload is a client's workload when its section names none: 8
+// names, 30% shared, one acquisition per second, held 200 ms, with data.
 var DefaultWorkload = ftnconfig.Workload{Names: 8, Shared: 0.3, Rate: 1, Hold: 200 * time.Millisecond, Data: true}
+
+// Section is an agent's configuration section in an experiment file
+// (defaults.agent, an agent's config): the process's timing and a
+// client's workload. The rest of its file (name, addresses, keys, log,
+// seed, the server list) the run sets.
+//
+//	defaults:
+//	  agent:
+//	    tick: 50ms
+//	    server: {election_ticks: 10, server_down_ticks: 10}
+//	    workload: {names: 8, shared: 0.3, rate: 1, hold: 200ms, data: true}
+type Section struct {
+	Tick     time.Duration       `yaml:"tick"`
+	Server   ftnconfig.Server    `yaml:"server"`
+	Client   ftnconfig.Client    `yaml:"client"`
+	Workload *ftnconfig.Workload `yaml:"workload"`
+}
+
+// Role implements experiments.Schema: server or client (the default).
+func (Protocol) Role(role string) (string, error) {
+	switch role {
+	case "":
+		return ftnconfig.RoleClient, nil
+	case ftnconfig.RoleServer, ftnconfig.RoleClient:
+		return role, nil
+	}
+	return "", fmt.Errorf("%q: roles are %s, %s", role, ftnconfig.RoleClient, ftnconfig.RoleServer)
+}
+
+// Targets implements experiments.Schema: "leader", the server leading
+// when the step runs.
+func (Protocol) Targets() []string { return []string{TargetLeader} }
+
+// CheckConfig implements experiments.Schema.
+func (Protocol) CheckConfig(a experiments.Agent) error {
+	_, err := section(a)
+	return err
+}
+
+// section decodes and checks an agent's section, recording each problem
+// at its line.
+func section(a experiments.Agent) (Section, error) {
+	var s Section
+	if err := a.Config.Decode(&s); err != nil {
+		return s, err
+	}
+	if s.Tick < 0 {
+		a.Config.Errorf("tick", "must be positive")
+	}
+	if w := s.Workload; w != nil {
+		if a.Role != ftnconfig.RoleClient {
+			a.Config.Errorf("workload", "only a client runs a workload (role %s)", a.Role)
+		}
+		if w.Names <= 0 {
+			a.Config.Errorf("workload.names", "must be positive")
+		}
+		if w.Shared < 0 || w.Shared > 1 {
+			a.Config.Errorf("workload.shared", "%v: want 0..1", w.Shared)
+		}
+		if w.Rate <= 0 {
+			a.Config.Errorf("workload.rate", "must be positive")
+		}
+		if w.Hold < 0 {
+			a.Config.Errorf("workload.hold", "must not be negative")
+		}
+	}
+	return s, nil
+}
 
 // Protocol is the plug-in.
 type Protocol struct{}
@@ -76,10 +143,20 @@ func (Protocol) Config(e *experiments.Experiment, p protocol.Process, peers []pr
 	if ts == 0 {
 		ts = 1
 	}
+	sec, err := section(p.Spec)
+	if err != nil {
+		return nil, err
+	}
+	if sec.Tick == 0 {
+		sec.Tick = Tick
+	}
 	c := ftnconfig.Config{Name: p.Instance, Role: role, Listen: p.Addr.String(), CA: f.CACert, Credentials: f.Credentials,
-		Log: f.Log, Seed: seed, Tick: Tick, TimeScale: ts, Servers: servers}
+		Log: f.Log, Seed: seed, Tick: sec.Tick, TimeScale: ts, Servers: servers, Server: sec.Server, Client: sec.Client}
 	if role == ftnconfig.RoleClient {
 		w := DefaultWorkload
+		if sec.Workload != nil {
+			w = *sec.Workload
+		}
 		c.Workload = &w
 	}
 	b, err := yaml.Marshal(c)
@@ -107,7 +184,11 @@ func (Protocol) NominalNS(e *experiments.Experiment, a experiments.Agent) int64 
 	if ts == 0 {
 		ts = 1
 	}
-	return int64(float64(DefaultWorkload.Hold) / ts)
+	hold := DefaultWorkload.Hold
+	if s, err := section(a); err == nil && s.Workload != nil {
+		hold = s.Workload.Hold
+	}
+	return int64(float64(hold) / ts)
 }
 
 // Basis implements protocol.Protocol: a client's hold of a name runs
