@@ -90,14 +90,15 @@ demo: build
 	./$(BIN)/harness run --backend $(BACKEND) $(HARNESS_FLAGS) experiments/three-agents.yaml
 
 # The FTN lock service (seed 001): unit traces, the checker on literal
-# histories and seeded swarms, and a simulated 3-server 10-client run
-# through a leader crash and a server partition, printing its checker
-# table. The experiment files (experiments/ftn-*.yaml) join when
-# experiments take protocol-neutral roles (issue 12).
+# histories and seeded swarms, then experiments/ftn-leader-partition.yaml
+# (3 servers, 10 clients, a leader crash, a server partition) through the
+# harness in the simulator and, as root, on network namespaces, each
+# with the checker's table (analysis/ftn/runtest).
 .PHONY: ftn
 ftn: deps
 	$(GO) test -count=1 ./agent/ftn/... ./harness/protocol/ftn/...
 	$(GO) test -count=1 -v -run 'TestSimulatedRun|TestSwarm|TestLiteralHistories|TestBrokenServerCaught|TestAdmittedWindow' ./analysis/ftn
+	$(GO) test -count=1 -v -timeout 10m ./analysis/ftn/runtest
 
 # Remove what a killed run left behind (namespaces, processes, UML directories).
 clean-host: build

@@ -207,8 +207,15 @@ func parse(evs []eventlog.Event) (*history, error) {
 		}
 		return s
 	}
+	// Times are from the first event on: reports read in seconds of the
+	// run.
+	var base int64
+	if len(evs) > 0 {
+		base = evs[0].MonoNS
+	}
 	for _, e := range evs {
-		h.last = max(h.last, e.MonoNS)
+		t := e.MonoNS - base
+		h.last = max(h.last, t)
 		switch {
 		case e.Kind == ftnlog.Invoke || e.Kind == ftnlog.Complete:
 			rec, _, err := ftnlog.Parse(e)
@@ -222,7 +229,7 @@ func parse(evs []eventlog.Event) (*history, error) {
 				lastReq[e.Agent] = rec.Req
 				k, _ := ftnlog.OpKind(rec.Op)
 				o := &Op{Client: e.Agent, Life: life[e.Agent], ID: rec.Client, Req: rec.Req, Kind: k, Name: rec.Name,
-					Inv: e.MonoNS, Done: -1, Data: rec.Data}
+					Inv: t, Done: -1, Data: rec.Data}
 				if rec.Mode == "s" {
 					o.Mode = msg.Shared
 				} else if k == msg.Acquire {
@@ -237,7 +244,7 @@ func parse(evs []eventlog.Event) (*history, error) {
 				return nil, fmt.Errorf("%s seq %d: completion of req %d never invoked", e.Agent, e.Seq, rec.Req)
 			}
 			delete(open, key{e.Agent, life[e.Agent], rec.Req})
-			o.Done, o.Result, o.Fence = e.MonoNS, rec.Result, rec.Fence()
+			o.Done, o.Result, o.Fence = t, rec.Result, rec.Fence()
 			if rec.Client != "" {
 				o.ID = rec.Client
 			}
@@ -247,21 +254,21 @@ func parse(evs []eventlog.Event) (*history, error) {
 		case e.Kind == "ftn_drop_client":
 			id := str(e, "client")
 			if _, ok := h.dropped[id]; !ok {
-				h.dropped[id] = e.MonoNS
+				h.dropped[id] = t
 			}
 		case e.Kind == "ftn_invalid":
-			h.ends[e.Agent] = append(h.ends[e.Agent], e.MonoNS)
+			h.ends[e.Agent] = append(h.ends[e.Agent], t)
 			h.endWhy[e.Agent] = append(h.endWhy[e.Agent], "ID invalid")
 		case e.Kind == "ftn_declare_down":
-			h.downs = append(h.downs, e.MonoNS)
+			h.downs = append(h.downs, t)
 		case e.Kind == eventlog.AgentCrash:
-			h.ends[e.Peer] = append(h.ends[e.Peer], e.MonoNS)
+			h.ends[e.Peer] = append(h.ends[e.Peer], t)
 			h.endWhy[e.Peer] = append(h.endWhy[e.Peer], "crashed")
-			h.downs = append(h.downs, e.MonoNS)
-			h.faults = append(h.faults, e.MonoNS)
+			h.downs = append(h.downs, t)
+			h.faults = append(h.faults, t)
 			h.faultWhy = append(h.faultWhy, "crash of "+e.Peer)
 		case e.Kind == eventlog.AgentRestart, e.Kind == eventlog.OutageEnd:
-			h.faults = append(h.faults, e.MonoNS)
+			h.faults = append(h.faults, t)
 			h.faultWhy = append(h.faultWhy, string(e.Kind)+" "+e.Peer+e.Link)
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"strings"
 	"testing"
 
@@ -22,6 +23,7 @@ import (
 	"tokenbed/harness/runner"
 	"tokenbed/harness/sim"
 	"tokenbed/internal/testenv"
+	"tokenbed/netem"
 )
 
 var agentBin string
@@ -85,8 +87,18 @@ func TestExperimentSimulated(t *testing.T) {
 func TestExperimentNetns(t *testing.T) {
 	testenv.RequireRoot(t, "creates network namespaces")
 	e := load(t)
+	// The links' profiles and the outage need netem: the kernel's, else
+	// the userspace engine (as harness run --impair auto, without UML).
+	id := runner.NewRunID()
+	impair := runner.ImpairKernel
+	if err := netem.CheckKernel(id); err != nil {
+		if _, err := os.Stat("/dev/net/tun"); err != nil {
+			t.Skipf("no sch_netem (%v) and no /dev/net/tun for the userspace engine", err)
+		}
+		impair = runner.ImpairUserspace
+	}
 	dir, err := runner.Run(context.Background(), runner.Options{Experiment: e, ExperimentFile: experiment, ResultsRoot: t.TempDir(),
-		Impair: runner.ImpairNone, AgentBin: agentBin, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		RunID: id, Impair: impair, AgentBin: agentBin, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
