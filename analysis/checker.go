@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"tokenbed/agent/eventlog"
 	"tokenbed/harness/protocol"
 	"tokenbed/harness/protocol/tokenpassing"
 )
@@ -35,6 +36,13 @@ type Context struct {
 	// Set by the checkers that derive them, for the ones after.
 	lat    map[string][]float64
 	losses []Loss
+}
+
+// Events returns what a plug-in protocol's checkers judge: its
+// processes' events of kinds package eventlog does not type (their fields
+// in Event.Extra) and the harness's events, as logged.
+func (c *Context) Events() []eventlog.Event {
+	return append(slices.Clone(c.h.protocol), c.h.harness...)
 }
 
 type registered struct {

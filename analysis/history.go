@@ -22,6 +22,9 @@ type history struct {
 	// suppressed counts, per reason, rejections logged only in
 	// rejections_summary events (not one by one).
 	suppressed map[string]uint64
+	// protocol holds the events of kinds this package does not list: a
+	// plug-in protocol's own (Context.Events), as logged.
+	protocol []eventlog.Event
 }
 
 // ev is one kept event.
@@ -98,6 +101,9 @@ func (h *history) add(ai *agentInfo, e eventlog.Event) {
 		for reason, n := range e.Counts {
 			h.suppressed[reason] += n
 		}
+	}
+	if !eventlog.Known(e.Kind) {
+		h.protocol = append(h.protocol, e)
 	}
 	if kept[e.Kind] {
 		h.evs = append(h.evs, ev{mono: e.MonoNS, wall: e.WallNS, agent: ai.instance, kind: e.Kind, token: e.Token,

@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -47,6 +48,20 @@ func judge(t *testing.T, dir string) {
 		}
 	}
 	t.Logf("%s\n%s", dir, b.String())
+	// The run's own analysis (harness run, harness analyze) composes the
+	// same checkers, registered by analysis/ftn, in the same order.
+	sum, err := analysis.Analyze(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(sum.Order(), ftn.Names) || len(sum.Failed()) > 0 {
+		t.Errorf("analysis.Analyze: checks %v, failed %v; want %v, none failed", sum.Order(), sum.Failed(), ftn.Names)
+	}
+	for _, n := range ftn.Names {
+		if sum.Requirements[n].Verdict != r.Requirement(n).Verdict {
+			t.Errorf("%s: analysis %s, CheckDir %s", n, sum.Requirements[n].Verdict, r.Requirement(n).Verdict)
+		}
+	}
 }
 
 func load(t *testing.T) *experiments.Experiment {
