@@ -25,7 +25,7 @@
 //     began, or of one concurrent with it; "" or an older value only when
 //     a server went down in between (001: data "can be lost if a server
 //     ... crashes"), reported as loss.
-//   - Liveness: after each fault (crash, restart, outage end), how long
+//   - Liveness: after each fault (crash, restart, outage start or end), how long
 //     the service kept clients waiting: the longest wait, counted from the
 //     fault or from the request if later, of any release, set-data or
 //     get-data that was outstanding between this fault and the next.
@@ -267,7 +267,12 @@ func parse(evs []eventlog.Event) (*history, error) {
 			h.downs = append(h.downs, t)
 			h.faults = append(h.faults, t)
 			h.faultWhy = append(h.faultWhy, "crash of "+e.Peer)
-		case e.Kind == eventlog.AgentRestart, e.Kind == eventlog.OutageEnd:
+		case e.Kind == eventlog.AgentRestart, e.Kind == eventlog.OutageStart, e.Kind == eventlog.OutageEnd:
+			// An outage logs one start and one end per direction: one
+			// fault per instant.
+			if n := len(h.faults); n > 0 && h.faults[n-1] == t && e.Kind != eventlog.AgentRestart {
+				continue
+			}
 			h.faults = append(h.faults, t)
 			h.faultWhy = append(h.faultWhy, string(e.Kind)+" "+e.Peer+e.Link)
 		}

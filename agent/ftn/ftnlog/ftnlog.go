@@ -151,7 +151,7 @@ func Machine(m msg.Event) eventlog.Event {
 	if m.Version != 0 {
 		put("gver", msg.VersionString(m.Version))
 	}
-	if m.Kind == "declare_down" || m.Kind == "server_down" || m.Kind == "follow" || m.Kind == "transfer_in" || m.Kind == "transfer_out" || m.Kind == "redirect" || m.Kind == "late" {
+	if msg.ServerKind(m.Kind) {
 		put("server", m.Server)
 	}
 	if m.Req != 0 {

@@ -35,6 +35,13 @@ type Event struct {
 	Detail  string
 }
 
+// serverKinds are the events whose Server field says which server.
+var serverKinds = map[string]bool{"declare_down": true, "server_down": true, "follow": true, "transfer_in": true,
+	"transfer_out": true, "redirect": true, "late": true}
+
+// ServerKind reports whether an event of kind k names a server in Server.
+func ServerKind(k string) bool { return serverKinds[k] }
+
 func (e Event) String() string {
 	var b strings.Builder
 	b.WriteString(e.Kind)
@@ -53,6 +60,9 @@ func (e Event) String() string {
 	}
 	if !e.Fence.IsZero() {
 		f("fence=%s", e.Fence)
+	}
+	if serverKinds[e.Kind] {
+		f("server=%d", e.Server)
 	}
 	if e.Version != 0 {
 		f("v=%s", VersionString(e.Version))

@@ -537,28 +537,31 @@ func (s *Server) leaderTick(hb bool) {
 	if !s.IsLeader() {
 		return
 	}
-	g := s.g.Clone()
-	changed := false
+	silent := func(i int) bool { return s.tick-s.heard[i] > int64(s.cfg.ServerDownTicks) }
 	heard := 1
 	for i := range s.n {
-		if i == s.cfg.Self {
-			continue
-		}
-		silent := s.tick-s.heard[i] > int64(s.cfg.ServerDownTicks)
-		if !silent {
+		if i != s.cfg.Self && !silent(i) {
 			heard++
-		}
-		if silent && g.Servers[i].State != msg.Down {
-			g.Servers[i].State = msg.Down
-			changed = true
-			s.event(msg.Event{Kind: "declare_down", Server: i})
 		}
 	}
 	if heard <= s.n/2 {
+		// Step down before declaring anyone DOWN: a leader cut off from
+		// the majority must not tell the clients (through its side's
+		// servers' queries) that the majority is down, or a server of
+		// its side could serve the majority's tokens.
 		s.event(msg.Event{Kind: "step_down", Detail: "no majority"})
 		s.leader = -1
 		s.resetElection()
 		return
+	}
+	g := s.g.Clone()
+	changed := false
+	for i := range s.n {
+		if i != s.cfg.Self && silent(i) && g.Servers[i].State != msg.Down {
+			g.Servers[i].State = msg.Down
+			changed = true
+			s.event(msg.Event{Kind: "declare_down", Server: i})
+		}
 	}
 	kept := g.Clients[:0]
 	for _, c := range g.Clients {
