@@ -50,9 +50,10 @@ func (c *Cluster) Drive(rnd *rand.Rand, w Workload) {
 // Swarm runs a random schedule of faults under a random workload, all
 // from seed (TigerBeetle's VOPR idea on a small scale): server crashes
 // and restarts, a server partitioned from the others, client crashes and
-// restarts, and a client cut off long enough to be dropped. It heals
-// everything for the last quarter of the rounds. At most one server is
-// down or cut off at a time, so a majority always remains.
+// restarts, a client cut off long enough to be dropped, and a minority of
+// servers with the leader cut off from the others. It heals everything
+// for the last quarter of the rounds. One fault at a time, so a majority
+// of servers always remains.
 func Swarm(o Options, w Workload, rounds int) (*Cluster, error) {
 	c, err := New(o)
 	if err != nil {
@@ -110,7 +111,7 @@ func Swarm(o Options, w Workload, rounds int) (*Cluster, error) {
 			}
 			return ns
 		}
-		switch rnd.IntN(5) {
+		switch rnd.IntN(6) {
 		case 0:
 			c.CrashServer(si)
 		case 1: // a server cut off from the other servers only
@@ -132,6 +133,23 @@ func Swarm(o Options, w Workload, rounds int) (*Cluster, error) {
 					break
 				}
 			}
+		case 5: // a minority with the leader, cut off from the other servers
+			var minority, majority []string
+			for _, n := range c.servers {
+				if n.s != nil && n.s.IsLeader() {
+					minority = append(minority, n.peer.Name)
+				}
+			}
+			for _, n := range c.servers {
+				if len(minority) > 0 && n.peer.Name != minority[0] {
+					if len(minority) < (len(c.servers)-1)/2 {
+						minority = append(minority, n.peer.Name)
+					} else {
+						majority = append(majority, n.peer.Name)
+					}
+				}
+			}
+			c.Partition(minority, majority)
 		}
 	}
 	// Let the last operations finish.
