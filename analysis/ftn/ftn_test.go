@@ -158,7 +158,7 @@ func TestAdmittedWindow(t *testing.T) {
 	c.Run(3)
 	c.Invoke(1, client.Op{Kind: msg.Acquire, Name: "a", Mode: msg.Exclusive})
 	c.Partition([]string{"c0"}, []string{"s0", "s1", "s2"})
-	c.Run(40)
+	c.Run(70) // longer than ClientDownTicks (60)
 	c.Heal()
 	c.Run(4)
 	c.Invoke(0, client.Op{Kind: msg.Release, Name: "a"})

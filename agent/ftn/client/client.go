@@ -258,18 +258,27 @@ func (c *Client) Tick() {
 	}
 	if c.id == 0 {
 		if c.tick%int64(c.cfg.RetryTicks) == 1 || c.cfg.RetryTicks == 1 {
-			c.send(c.leader, msg.Msg{Kind: msg.Register, Nonce: c.cfg.Nonce})
+			c.contactLeader()
 		}
 		return
 	}
 	if c.tick%int64(c.cfg.HeartbeatTicks) == 0 {
-		c.send(c.leader, msg.Msg{Kind: msg.ClientHeartbeat, Client: c.id, RegVersion: c.regVersion, Version: c.g.Version})
+		c.contactLeader()
 	}
 	if c.tick%int64(c.cfg.RetryTicks) == 0 {
 		for _, req := range c.reqs() {
 			c.sendOp(c.ops[req])
 		}
 	}
+}
+
+// contactLeader registers with, or heartbeats, whom we think leads.
+func (c *Client) contactLeader() {
+	if c.id == 0 {
+		c.send(c.leader, msg.Msg{Kind: msg.Register, Nonce: c.cfg.Nonce})
+		return
+	}
+	c.send(c.leader, msg.Msg{Kind: msg.ClientHeartbeat, Client: c.id, RegVersion: c.regVersion, Version: c.g.Version})
 }
 
 func (c *Client) reqs() []uint64 {
@@ -295,8 +304,11 @@ func (c *Client) Step(from msg.Peer, m msg.Msg) {
 	}
 	switch m.Kind {
 	case msg.Redirect:
-		if m.Server >= 0 && m.Server < len(c.cfg.Servers) {
-			c.leader = m.Server
+		if m.Server >= 0 && m.Server < len(c.cfg.Servers) && m.Server != c.leader {
+			// Ask the leader at once: a heartbeat late by a period is a
+			// step toward being dropped as crashed.
+			c.leader, c.lastAck = m.Server, c.tick
+			c.contactLeader()
 		}
 	case msg.Registered:
 		if c.id != 0 || m.Global == nil {
@@ -334,8 +346,10 @@ func (c *Client) learn(g *msg.Global) {
 		return
 	}
 	c.g = g.Clone()
-	if g.Leader >= 0 {
-		c.leader = g.Leader
+	if g.Leader >= 0 && g.Leader != c.leader {
+		// A new leader gets a full LeaderSilentTicks before we look
+		// elsewhere.
+		c.leader, c.lastAck = g.Leader, c.tick
 	}
 	c.event(msg.Event{Kind: "global", Version: g.Version, Detail: g.String()})
 	for _, req := range c.reqs() {

@@ -16,7 +16,7 @@
 //	servers:
 //	  - {name: s0, addr: "10.0.0.1:7000"}
 //	server: {heartbeat_ticks: 1, election_ticks: 10, lease_ticks: 6,
-//	         server_down_ticks: 10, client_down_ticks: 30, retry_ticks: 2}
+//	         server_down_ticks: 10, client_down_ticks: 60, retry_ticks: 2}
 //	client: {heartbeat_ticks: 3, retry_ticks: 2, leader_silent_ticks: 6}
 //	workload: {names: 8, shared: 0.3, rate: 2, hold: 200ms, data: true}
 package ftnconfig

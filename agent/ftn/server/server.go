@@ -87,7 +87,11 @@ type Config struct {
 	ElectionTicks   int // no broadcast for this long: elect (default 10)
 	LeaseTicks      int // no broadcast for this long: stop serving (default 6)
 	ServerDownTicks int // leader: a server silent this long is DOWN (default 10)
-	ClientDownTicks int // leader: a client silent this long is dropped (default 30)
+	// ClientDownTicks: the leader drops a client silent this long
+	// (default 60, 20 client heartbeats: 001 "When a Client Crashes"
+	// asks for conservative criteria, since a client dropped while alive
+	// still believes it holds its tokens).
+	ClientDownTicks int
 	RetryTicks      int // resend transfers and queries (default 2)
 
 	// SkipRecoveryQuery makes a deliberately broken server for tests: it
@@ -106,7 +110,7 @@ func (c *Config) validate() error {
 	def(&c.ElectionTicks, 10)
 	def(&c.LeaseTicks, 6)
 	def(&c.ServerDownTicks, 10)
-	def(&c.ClientDownTicks, 30)
+	def(&c.ClientDownTicks, 60)
 	def(&c.RetryTicks, 2)
 	var errs []error
 	if len(c.Servers) == 0 {
