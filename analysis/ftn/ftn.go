@@ -268,9 +268,10 @@ func parse(evs []eventlog.Event) (*history, error) {
 			h.faults = append(h.faults, t)
 			h.faultWhy = append(h.faultWhy, "crash of "+e.Peer)
 		case e.Kind == eventlog.AgentRestart, e.Kind == eventlog.OutageStart, e.Kind == eventlog.OutageEnd:
-			// An outage logs one start and one end per direction: one
-			// fault per instant.
-			if n := len(h.faults); n > 0 && h.faults[n-1] == t && e.Kind != eventlog.AgentRestart {
+			// An outage logs one start and one end per direction, and a
+			// partition is several outages at once: one fault per 100 ms.
+			if n := len(h.faults); n > 0 && t-h.faults[n-1] < 1e8 && e.Kind != eventlog.AgentRestart &&
+				strings.HasPrefix(h.faultWhy[n-1], string(e.Kind)) {
 				continue
 			}
 			h.faults = append(h.faults, t)
