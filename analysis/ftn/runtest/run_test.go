@@ -6,6 +6,7 @@ package runtest
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -29,7 +30,15 @@ import (
 
 var agentBin string
 
-func TestMain(m *testing.M) { testenv.MainWithAgent(m, &agentBin) }
+// TestMain builds the agent for the netns run, except under -short,
+// where every test here skips.
+func TestMain(m *testing.M) {
+	flag.Parse()
+	if testing.Short() {
+		os.Exit(m.Run())
+	}
+	testenv.MainWithAgent(m, &agentBin)
+}
 
 const experiment = "../../../experiments/ftn-leader-partition.yaml"
 
