@@ -22,9 +22,6 @@ type history struct {
 	// suppressed counts, per reason, rejections logged only in
 	// rejections_summary events (not one by one).
 	suppressed map[string]uint64
-	// protocol holds the events of kinds this package does not list: a
-	// plug-in protocol's own (Context.Events), as logged.
-	protocol []eventlog.Event
 }
 
 // ev is one kept event.
@@ -102,9 +99,6 @@ func (h *history) add(ai *agentInfo, e eventlog.Event) {
 			h.suppressed[reason] += n
 		}
 	}
-	if !eventlog.Known(e.Kind) {
-		h.protocol = append(h.protocol, e)
-	}
 	if kept[e.Kind] {
 		h.evs = append(h.evs, ev{mono: e.MonoNS, wall: e.WallNS, agent: ai.instance, kind: e.Kind, token: e.Token,
 			session: e.Session, peer: e.Peer, reason: e.Reason, latency: e.LatencyNS, nonce: e.Nonce, attempt: e.Attempt, detail: e.Detail})
@@ -156,6 +150,51 @@ func readLogs(dir string, topo results.Topology) (*history, error) {
 	h.harness = hevs
 	h.finish()
 	return h, nil
+}
+
+// eachLogEvent calls f with every event of every process's log in dir, a
+// log at a time, in its order; a missing log is skipped (readLogs notes
+// it), a log cut mid-line is read to its last whole line.
+func eachLogEvent(dir string, topo results.Topology, f func(eventlog.Event) error) error {
+	for _, a := range topo.Agents {
+		path := filepath.Join(dir, a.Log)
+		fd, err := os.Open(path)
+		if os.IsNotExist(err) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		err = eventlog.Read(fd, path, f)
+		fd.Close()
+		if pe, ok := err.(*eventlog.ParseError); ok && strings.Contains(pe.Err.Error(), "truncated line") {
+			err = nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// historyEvents is eachLogEvent for a literal history (readHistory): its
+// processes' events, the harness's left out.
+func historyEvents(path string) func(func(eventlog.Event) error) error {
+	return func(f func(eventlog.Event) error) error {
+		evs, err := eventlog.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for _, e := range evs {
+			if e.Agent == "harness" {
+				continue
+			}
+			if err := f(e); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 }
 
 // readHistory reads a literal history: one JSON-lines file holding every

@@ -348,7 +348,10 @@ agents:
 		`agents[1].config.wandering.skip: must be in [0, op)`:     11,
 		`agents[1].config.passing.move_timeout: must be positive`: 13,
 		`randomwalk.hold: must not be negative`:                   5,
-		`agents[2].role: "ring"`:                                  14,
+		// B's own config is merged over the defaults: the error names B's
+		// field, at the line of the default value it inherited.
+		`agents[1].config.randomwalk.hold: must not be negative`: 5,
+		`agents[2].role: "ring"`:                                 14,
 	})
 	expectErrors(t, `name: x
 duration: 10s

@@ -96,9 +96,11 @@ type Config struct {
 	MaxClockSkew time.Duration `yaml:"max_clock_skew"`
 
 	file *strictyaml.File
-	// path is where the configuration sits in file: "$" for an agent's
-	// file, "$.agents[2].config" for an experiment's agent.
-	path string
+	// node is what the configuration was decoded from: an agent's file
+	// ("$"), or an experiment's agent ("$.agents[2].config", merged over
+	// defaults.agent); errors are located in it, at each value's line.
+	node    strictyaml.Node
+	decoded bool
 	// flags maps a field's YAML path to the command-line flag that set
 	// it: an error about it names the flag, not a line of the file.
 	flags map[string]string
@@ -138,7 +140,7 @@ func Decode(n strictyaml.Node) (*Config, error) {
 	if err := rest.Decode(&c); err != nil {
 		return nil, err
 	}
-	c.file, c.path = n.File(), n.Path()
+	c.file, c.node, c.decoded = n.File(), n, true
 	for _, role := range slices.Sorted(maps.Keys(sections)) {
 		s, err := circulation.NewSection(role)
 		if err != nil {
@@ -190,8 +192,9 @@ func (c *Config) errorf(path, format string, a ...any) {
 			return
 		}
 	}
-	if c.path != "" && c.path != "$" {
-		path = c.path + strings.TrimPrefix(path, "$")
+	if c.decoded {
+		c.node.Errorf(strings.TrimPrefix(strings.TrimPrefix(path, "$"), "."), format, a...)
+		return
 	}
 	c.file.Errorf(path, format, a...)
 }

@@ -1,6 +1,7 @@
 package strictyaml
 
 import (
+	"fmt"
 	"reflect"
 	"strconv"
 	"strings"
@@ -72,9 +73,48 @@ func (n Node) IsZero() bool {
 
 // Errorf records a validation error about field (a path relative to the
 // node: "hold", "passing.move_timeout", or "" for the node itself) in the
-// node's file, at the field's line.
+// node's file, at the line of the field's value in the node, wherever a
+// merge took it from (defaults.agent or the agent's own config), else of
+// its nearest parent.
 func (n Node) Errorf(field, format string, a ...any) {
-	n.File().Errorf(n.Join(field), format, a...)
+	f := n.File()
+	path := n.Join(field)
+	if f.unparsed[path] {
+		return
+	}
+	if tk := n.find(field); tk != nil && tk.GetToken() != nil {
+		pos := tk.GetToken().Position
+		f.errs = append(f.errs, fmt.Errorf("%s:%d:%d: %s: %s", f.Name, pos.Line, pos.Column, strings.TrimPrefix(path, "$."), fmt.Sprintf(format, a...)))
+		return
+	}
+	f.Errorf(path, format, a...)
+}
+
+// find follows field's keys (dot-separated) down the node's mappings and
+// returns the deepest value found, nil if not even the first key is.
+func (n Node) find(field string) ast.Node {
+	if n.IsZero() || field == "" || strings.ContainsAny(field, "[]") {
+		return nil
+	}
+	var found ast.Node
+	cur := n.n
+	for _, key := range strings.Split(field, ".") {
+		m, ok := mapping(cur)
+		if !ok {
+			break
+		}
+		var next ast.Node
+		for _, mv := range m.Values {
+			if mv.Key.String() == key {
+				next = mv.Value
+			}
+		}
+		if next == nil {
+			break
+		}
+		found, cur = next, next
+	}
+	return found
 }
 
 // Join is the YAML path of field relative to the node.
