@@ -4,15 +4,19 @@
 // (analysis.ReadSamples), and each figure it compares carries a tolerance
 // derived from the samples themselves, stated beside it:
 //
-//   - pass latency per direction, p50 and p99: the difference of the two
-//     quantiles against the 99% distribution-free confidence interval of
-//     that difference (order statistics: the q-quantile of n samples has
-//     its rank within nq ± z·√(nq(1−q))), plus Options.Allowance, a stated
+//   - pass latency per direction, p50 and p99: each run's quantile has a
+//     distribution-free confidence interval (order statistics: the
+//     q-quantile of n samples has its rank within nq ± z·√(nq(1−q)));
+//     at z/√2 each, the two overlap unless the quantiles differ at the
+//     99% level. Options.Allowance widens the gap allowed: a stated
 //     budget for what the model leaves out (zero unless the caller
-//     measures and names one);
+//     names one);
 //   - the return-time distribution of each agent, in paper time: the
 //     two-sample Kolmogorov–Smirnov statistic D and its asymptotic
-//     p-value; the runs agree unless p < Options.Alpha;
+//     p-value; the runs agree unless p < Options.Alpha. With an
+//     allowance, D is the least over shifts of b by up to the allowance
+//     per visit (the least of 41 statistics: the p-value is then a little
+//     optimistic);
 //   - tolerated pass failures by cause (ack timeout, commit timeout): the
 //     exact two-sided binomial test of the split of their sum between the
 //     runs (equal rates: each failure is in either run with probability
@@ -115,8 +119,12 @@ func Compare(a, b *analysis.Samples, o Options) Table {
 			t.Rows = append(t.Rows, quantileRow(d, q, a.Latency[d], b.Latency[d], o))
 		}
 	}
+	visit := 0.0
+	if len(a.Intervals) > 0 {
+		visit = mean(a.Intervals)
+	}
 	for _, ag := range union(a.Return, b.Return) {
-		t.Rows = append(t.Rows, ksRow(ag, a.Return[ag], b.Return[ag], o))
+		t.Rows = append(t.Rows, ksRow(ag, a.Return[ag], b.Return[ag], visit, o))
 	}
 	ca, cb := causes(a), causes(b)
 	for _, c := range []string{"ack_timeout", "commit_timeout"} {
@@ -162,21 +170,26 @@ func rank(n int, q float64) int {
 	return min(n-1, max(0, int(math.Ceil(q*float64(n)))-1))
 }
 
-// halfWidth is half the distribution-free confidence interval of the
+// interval is the distribution-free confidence interval of the
 // q-quantile of sorted xs: the values at ranks nq ± z·√(nq(1−q)).
-func halfWidth(xs []float64, q, z float64) float64 {
+func interval(xs []float64, q, z float64) (lo, hi float64) {
 	n := float64(len(xs))
-	sd := math.Sqrt(n * q * (1 - q))
-	lo := rank(len(xs), q-z*sd/n)
-	hi := rank(len(xs), q+z*sd/n)
-	if q+z*sd/n >= 1 {
-		hi = len(xs) - 1
+	w := z * math.Sqrt(n*q*(1-q)) / n
+	l, h := rank(len(xs), q-w), rank(len(xs), q+w)
+	if q+w >= 1 {
+		h = len(xs) - 1
 	}
-	return (xs[hi] - xs[lo]) / 2
+	return xs[l], xs[h]
 }
 
 func ms(s float64) string { return fmt.Sprintf("%.2f ms", s*1000) }
 
+// quantileRow compares the q-quantiles of a and b: each has its
+// distribution-free interval at z/√2, and the two agree when the
+// intervals overlap (within the allowance). For two estimates of equal
+// spread, overlap at z/√2 is the test of their difference at z; unlike a
+// normal approximation it holds where the quantile sits between two
+// modes (a p99 at the edge of the retransmission tail).
 func quantileRow(dir string, q float64, a, b []float64, o Options) Row {
 	r := Row{Figure: fmt.Sprintf("%s latency p%g", dir, q*100)}
 	if len(a) < 2 || len(b) < 2 {
@@ -186,17 +199,18 @@ func quantileRow(dir string, q float64, a, b []float64, o Options) Row {
 	}
 	a, b = sorted(a), sorted(b)
 	qa, qb := quantile(a, q), quantile(b, q)
-	ha, hb := halfWidth(a, q, o.Z), halfWidth(b, q, o.Z)
-	stat := math.Hypot(ha, hb)
-	tol := stat + o.Allowance
-	r.A = fmt.Sprintf("%s (%d)", ms(qa), len(a))
-	r.B = fmt.Sprintf("%s (%d)", ms(qb), len(b))
-	r.Diff = fmt.Sprintf("%+.2f ms", (qb-qa)*1000)
-	r.Tolerance = fmt.Sprintf("±%s (99%% CI of the difference)", ms(stat))
+	z := o.Z / math.Sqrt2
+	la, ha := interval(a, q, z)
+	lb, hb := interval(b, q, z)
+	gap := max(0, lb-ha, la-hb)
+	r.A = fmt.Sprintf("%s [%.2f, %.2f] (%d)", ms(qa), la*1000, ha*1000, len(a))
+	r.B = fmt.Sprintf("%s [%.2f, %.2f] (%d)", ms(qb), lb*1000, hb*1000, len(b))
+	r.Diff = fmt.Sprintf("%+.2f ms (gap %.2f ms)", (qb-qa)*1000, gap*1000)
+	r.Tolerance = "intervals overlap (99% test of the difference)"
 	if o.Allowance > 0 {
-		r.Tolerance = fmt.Sprintf("±%s (99%% CI %s + allowance %s)", ms(tol), ms(stat), ms(o.Allowance))
+		r.Tolerance = fmt.Sprintf("gap ≤ allowance %s", ms(o.Allowance))
 	}
-	r.Pass = math.Abs(qb-qa) <= tol
+	r.Pass = gap <= o.Allowance
 	return r
 }
 
@@ -206,17 +220,40 @@ func sorted(xs []float64) []float64 {
 	return s
 }
 
-func ksRow(agent string, a, b []float64, o Options) Row {
+// ksRow compares the return times of agent. With an allowance, b may be
+// shifted by up to Allowance per visit (one pass per visit: a relative
+// shift of Allowance over the mean visit of a): D is the least over
+// such shifts. A return time is a whole number of visits, so its
+// distribution is a comb of narrow teeth at k × (hold + pass), and a
+// constant cost per pass moves every tooth: without the allowance, KS
+// sees a millisecond per visit.
+func ksRow(agent string, a, b []float64, visit float64, o Options) Row {
 	r := Row{Figure: "return time of " + agent + " (paper), KS"}
 	if len(a) < 2 || len(b) < 2 {
 		r.A, r.B = fmt.Sprintf("%d returns", len(a)), fmt.Sprintf("%d returns", len(b))
 		r.Tolerance = "at least 2 return times in each run"
 		return r
 	}
-	d, p := KS(a, b)
+	d0, p0 := KS(a, b)
+	d, p := d0, p0
+	r.Diff = fmt.Sprintf("D = %.4f, p = %.3g", d0, p0)
+	if o.Allowance > 0 && visit > 0 {
+		eps := o.Allowance / visit
+		const steps = 40
+		for i := 0; i <= steps; i++ {
+			f := 1 - eps + 2*eps*float64(i)/steps
+			bs := make([]float64, len(b))
+			for j, x := range b {
+				bs[j] = x * f
+			}
+			if di, pi := KS(a, bs); di < d {
+				d, p = di, pi
+			}
+		}
+		r.Diff += fmt.Sprintf("; shifted ≤ %s per visit: D = %.4f, p = %.3g", ms(o.Allowance), d, p)
+	}
 	r.A = fmt.Sprintf("mean %.2f s, p99 %.2f s (%d)", mean(a), quantile(sorted(a), 0.99), len(a))
 	r.B = fmt.Sprintf("mean %.2f s, p99 %.2f s (%d)", mean(b), quantile(sorted(b), 0.99), len(b))
-	r.Diff = fmt.Sprintf("D = %.4f, p = %.3g", d, p)
 	r.Tolerance = fmt.Sprintf("p ≥ %g (D ≤ %.4f)", o.Alpha, ksCritical(len(a), len(b), o.Alpha))
 	r.Pass = p >= o.Alpha
 	return r

@@ -127,14 +127,18 @@ func TestBinomialTwoSided(t *testing.T) {
 }
 
 // The quantile's interval covers its rank ± z·√(nq(1−q)).
-func TestHalfWidth(t *testing.T) {
+func TestInterval(t *testing.T) {
 	xs := make([]float64, 100)
 	for i := range xs {
 		xs[i] = float64(i)
 	}
-	// n = 100, q = 0.5: sd of the rank 5, z = 2: ranks 40 and 60.
-	if hw := halfWidth(xs, 0.5, 2); hw != 10 {
-		t.Errorf("half width %v, want 10", hw)
+	// n = 100, q = 0.5: sd of the rank 5, z = 2: the 40th and 60th.
+	if lo, hi := interval(xs, 0.5, 2); lo != 39 || hi != 59 {
+		t.Errorf("interval [%v, %v], want [39, 59]", lo, hi)
+	}
+	// Near the top the interval reaches the maximum.
+	if _, hi := interval(xs, 0.99, 2); hi != 99 {
+		t.Errorf("p99 interval ends at %v, want 99", hi)
 	}
 	if q := quantile(xs, 0.99); q != 98 {
 		t.Errorf("p99 of 0..99 = %v, want 98 (the 99th smallest, as analysis reports)", q)
