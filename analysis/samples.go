@@ -31,6 +31,8 @@ type Samples struct {
 	// Failures are the network failures tolerated (passes that failed at
 	// the sender and kept the token), as Summary counts them.
 	Failures []FailureSample `json:"failures"`
+	// Losses are the causes of the token losses (Summary.Losses).
+	Losses []string `json:"token_losses"`
 }
 
 // FailureSample is one tolerated network failure.
@@ -88,6 +90,13 @@ func ReadSamples(dir string) (*Samples, error) {
 			continue
 		}
 		out.Failures = append(out.Failures, FailureSample{PaperS: t.Seconds(), Link: h.logical(f.From) + ">" + h.logical(f.To), DetectedBy: f.DetectedBy})
+	}
+	cf, err := readCapture(dir, topo, h.logical)
+	if err != nil {
+		return nil, err
+	}
+	for _, l := range h.losses(h.holds(), cf) {
+		out.Losses = append(out.Losses, l.Cause)
 	}
 	return out, nil
 }
