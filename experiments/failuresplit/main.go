@@ -251,7 +251,16 @@ func (t tally) String() string {
 		s += fmt.Sprintf(", %d masked", t.masked)
 	}
 	if len(t.losses) > 0 {
-		s += fmt.Sprintf(" (lost: %s)", strings.Join(t.losses, ", "))
+		n := map[string]int{}
+		for _, c := range t.losses {
+			n[c]++
+		}
+		var cs []string
+		for c, k := range n {
+			cs = append(cs, fmt.Sprintf("%d %s", k, c))
+		}
+		sort.Strings(cs)
+		s += fmt.Sprintf("; token lost: %s", strings.Join(cs, ", "))
 	}
 	return s
 }
