@@ -28,7 +28,7 @@ const SimAllowance = 2 * time.Millisecond
 // experiments/validate-sim.yaml for its first 16,000 paper seconds (every
 // step of its schedule: four outages, a crash of the holder, its restart)
 // on the netns backend with the userspace engine and in the simulator in
-// the same shape, compared by analysis/crossval. About 60 s of wall time.
+// the same shape, compared by analysis/crossval. About 85 s of wall time.
 func TestSimAgainstReal(t *testing.T) {
 	testenv.RequireTUN(t, "creates network namespaces and TUN devices")
 	path := filepath.Join("..", "..", "experiments", "validate-sim.yaml")
