@@ -144,3 +144,27 @@ func TestInterval(t *testing.T) {
 		t.Errorf("p99 of 0..99 = %v, want 98 (the 99th smallest, as analysis reports)", q)
 	}
 }
+
+// Return times are combs of narrow teeth at k visits: a millisecond per
+// visit moves every tooth, and KS sees it; the allowance, as a shift per
+// visit, absorbs it, and no more.
+func TestReturnTimeShiftPerVisit(t *testing.T) {
+	comb := func(visit float64) []float64 {
+		var xs []float64
+		for i := range 600 {
+			k := 1 + i%5
+			xs = append(xs, float64(k)*visit+float64(i%7)*1e-5)
+		}
+		return xs
+	}
+	a, b := comb(10.070), comb(10.069)
+	if r := ksRow("A", a, b, 10.07, Options{}.withDefaults()); r.Pass {
+		t.Errorf("1 ms per visit, no allowance: %s passed", r.Diff)
+	}
+	if r := ksRow("A", a, b, 10.07, Options{Allowance: 0.002}.withDefaults()); !r.Pass {
+		t.Errorf("1 ms per visit, 2 ms allowance: %s failed", r.Diff)
+	}
+	if r := ksRow("A", a, comb(10.060), 10.07, Options{Allowance: 0.002}.withDefaults()); r.Pass {
+		t.Errorf("10 ms per visit, 2 ms allowance: %s passed", r.Diff)
+	}
+}
