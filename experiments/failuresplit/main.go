@@ -76,34 +76,51 @@ func main() {
 	part := flag.String("part", "all", "position, random or all")
 	passes := flag.Int("passes", 4, "part position: passes per link kind (LAN A–B, WAN to or from C)")
 	outages := flag.Int("outages", 400, "part random: outages per run")
-	work := flag.String("work", "", "results root (default: a temporary directory, removed)")
+	work := flag.String("work", "", "keep every run's results under this directory (default: each run's are removed once read)")
 	flag.Parse()
-	root := *work
-	if root == "" {
+	if *part != "position" && *part != "random" && *part != "all" {
+		fmt.Fprintf(os.Stderr, "failuresplit: -part %q: want position, random or all\n", *part)
+		os.Exit(2)
+	}
+	s := &study{root: *work, keep: *work != ""}
+	if !s.keep {
 		d, err := os.MkdirTemp("", "failuresplit-")
 		if err != nil {
 			fail(err)
 		}
-		defer os.RemoveAll(d)
-		root = d
+		tmp, s.root = d, d
 	}
-	s := &study{root: root}
 	if *part == "position" || *part == "all" {
 		s.position(*passes)
 	}
 	if *part == "random" || *part == "all" {
 		s.random(*outages)
 	}
+	os.RemoveAll(tmp)
 }
+
+// tmp is the temporary results root, removed at the end, also on failure.
+var tmp string
 
 func fail(err error) {
 	fmt.Fprintln(os.Stderr, "failuresplit:", err)
+	if tmp != "" {
+		os.RemoveAll(tmp)
+	}
 	os.Exit(1)
 }
 
 type study struct {
 	root string
+	keep bool // keep each run's results (-work)
 	n    int
+}
+
+// done removes a run's results once read, unless kept.
+func (s *study) done(dir string) {
+	if !s.keep {
+		os.RemoveAll(dir)
+	}
 }
 
 // run simulates the experiment src and returns its results directory.
@@ -200,6 +217,7 @@ func (s *study) baseline(length time.Duration) []exchange {
 			}
 		}
 	}
+	s.done(dir)
 	var out []exchange
 	for _, k := range order {
 		if x := xs[k]; x.ack > 0 && x.commit > 0 && x.early > 0 {
@@ -266,7 +284,7 @@ func (t tally) String() string {
 }
 
 // add counts the failures and losses of the run in dir.
-func (t *tally) add(dir string) {
+func (t *tally) add(s *study, dir string) {
 	sm := samples(dir)
 	for _, f := range sm.Failures {
 		if f.DetectedBy == "commit_timeout" {
@@ -305,6 +323,7 @@ func (t *tally) add(dir string) {
 			t.masked++
 		}
 	}
+	s.done(dir)
 }
 
 // position places one outage on one pass per run.
@@ -343,7 +362,7 @@ func (s *study) position(perKind int) {
 					at := p.at(x)
 					src := fmt.Sprintf(topology, seed, fmt.Sprintf("%.3fs", at+l.Seconds()+30), 1.0, 1) +
 						fmt.Sprintf("schedule:\n  - {action: outage, link: %q, at: %.4fs, for: %s}\n", d.link(x), at, l)
-					byKind[x.link()].add(s.run(src, 1, 1))
+					byKind[x.link()].add(s, s.run(src, 1, 1))
 				}
 				fmt.Printf("%s | %s | ", byKind["LAN"], byKind["WAN"])
 			}
@@ -401,7 +420,7 @@ func (s *study) random(n int) {
 			src := fmt.Sprintf(topology, seed, paper, sh.scale, sh.replicas) +
 				fmt.Sprintf("schedule:\n  - {action: outage, at: 600s, until: %s, count: %d, for: %s, links: %s}\n", paper-time.Minute, k, sh.length, sp.links)
 			var t tally
-			t.add(s.run(src, sh.scale, sh.replicas))
+			t.add(s, s.run(src, sh.scale, sh.replicas))
 			share := "–"
 			if t.ack+t.commit > 0 {
 				share = fmt.Sprintf("%.0f%%", 100*float64(t.commit)/float64(t.ack+t.commit))
