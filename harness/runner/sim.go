@@ -194,3 +194,22 @@ func (r *run) pause(d time.Duration) error {
 	time.Sleep(d)
 	return nil
 }
+
+// RunSimulated runs o.Experiment in a new simulated world, as harness run
+// --backend sim does: one continuous replica at paper speed (replicas,
+// time scale and network time scale 1). It returns the results directory
+// and the world, for its clock and counters. Callers that run many
+// simulations (harness swarm) call it from several goroutines: each run
+// has its own world and runs single-threaded in it.
+func RunSimulated(ctx context.Context, o Options) (string, *sim.World, error) {
+	e := *o.Experiment
+	e.Replicas, e.TimeScale, e.NetworkTimeScale = 1, 1, 1
+	o.Experiment = &e
+	be := &sim.Backend{World: sim.New(sim.Config{})}
+	o.Backend, o.Impair = be, ImpairSim
+	if o.ImpairReason == "" {
+		o.ImpairReason = "simulated: each direction is the userspace engine's netem model, in virtual time"
+	}
+	dir, err := Run(ctx, o)
+	return dir, be.World, err
+}
