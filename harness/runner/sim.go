@@ -200,12 +200,14 @@ func (r *run) pause(d time.Duration) error {
 // time scale and network time scale 1). It returns the results directory
 // and the world, for its clock and counters. Callers that run many
 // simulations (harness swarm) call it from several goroutines: each run
-// has its own world and runs single-threaded in it.
-func RunSimulated(ctx context.Context, o Options) (string, *sim.World, error) {
+// has its own world and runs single-threaded in it. workers is the
+// world's sim.Config.Workers (0: the default; -1: none, the whole
+// simulation on the caller's goroutine).
+func RunSimulated(ctx context.Context, o Options, workers int) (string, *sim.World, error) {
 	e := *o.Experiment
 	e.Replicas, e.TimeScale, e.NetworkTimeScale = 1, 1, 1
 	o.Experiment = &e
-	be := &sim.Backend{World: sim.New(sim.Config{})}
+	be := &sim.Backend{World: sim.New(sim.Config{}), Workers: workers}
 	o.Backend, o.Impair = be, ImpairSim
 	if o.ImpairReason == "" {
 		o.ImpairReason = "simulated: each direction is the userspace engine's netem model, in virtual time"

@@ -31,6 +31,12 @@ func simRun(t testing.TB, path, runID string, duration time.Duration) string {
 // simRunWorld is simRun, and the world the run ran in.
 func simRunWorld(t testing.TB, path, runID string, duration time.Duration) (string, *sim.World) {
 	t.Helper()
+	return simRunWorkers(t, path, runID, duration, 0)
+}
+
+// simRunWorkers is simRunWorld with the world's Config.Workers.
+func simRunWorkers(t testing.TB, path, runID string, duration time.Duration, workers int) (string, *sim.World) {
+	t.Helper()
 	e, err := experiments.Load(path)
 	if err != nil {
 		t.Fatal(err)
@@ -40,6 +46,7 @@ func simRunWorld(t testing.TB, path, runID string, duration time.Duration) (stri
 	if err != nil {
 		t.Fatal(err)
 	}
+	be.(*sim.Backend).Workers = workers
 	root := t.TempDir()
 	dir, err := runner.Run(t.Context(), runner.Options{Experiment: e, ExperimentFile: path, ResultsRoot: root, RunID: runID,
 		Backend: be, Impair: runner.ImpairSim, Duration: duration, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
@@ -72,10 +79,21 @@ func digests(t *testing.T, dir string) map[string]string {
 // The same experiment and seed give byte-identical logs and capture
 // (issue 13, "Determinism"). Both runs have the same run ID (in two
 // results directories): the ID is in the harness log and the capture's
-// comment, as everything a run creates carries it.
+// comment, as everything a run creates carries it. The second run
+// verifies every signature in the loop, the third on four workers ahead
+// of it (Config.Workers): that changes no byte either.
 func TestSameSeedSameBytes(t *testing.T) {
 	path := filepath.Join("..", "..", "experiments", "three-agents.yaml")
 	a := digests(t, simRun(t, path, "tb5e0001", 0))
+	for _, workers := range []int{-1, 4} {
+		dir, _ := simRunWorkers(t, path, "tb5e0001", 0, workers)
+		b := digests(t, dir)
+		for f, h := range a {
+			if b[f] != h {
+				t.Errorf("workers %d: %s differs between two runs of the same seed: %s and %s", workers, f, h, b[f])
+			}
+		}
+	}
 	b := digests(t, simRun(t, path, "tb5e0001", 0))
 	if len(a) != 5 { // A, B, C, harness, capture
 		t.Fatalf("files %v: want 3 agent logs, the harness log and the capture", slices.Sorted(func(yield func(string) bool) {

@@ -1,11 +1,13 @@
 package sim
 
 import (
+	"bufio"
 	"container/heap"
 	"errors"
 	"fmt"
 	"net/netip"
 	"os"
+	"runtime"
 	"time"
 
 	"tokenbed/agent/eventlog"
@@ -35,6 +37,15 @@ type Process interface {
 type Output struct {
 	Events  []eventlog.Event
 	Packets []Packet
+	// Ahead is work some receiver will need and that depends on nothing
+	// but its own inputs (an agent: the Ed25519 verification of each
+	// datagram it sends, agent/wire.VerifyAhead); the simulator runs it on
+	// its workers (Config.Workers) while the loop goes on, or at once.
+	Ahead []func()
+	// After, if set, is the process's own work after the step (an agent:
+	// presigning, node.Prepare); the simulator calls it once Ahead is
+	// handed to the workers, so the two overlap.
+	After func()
 }
 
 // Packet is a datagram to send from the process's address.
@@ -75,6 +86,12 @@ type Config struct {
 	OnExit func(host string, sig os.Signal)
 	// OnEvent, if set, sees every event logged, after it is written.
 	OnEvent func(host string, e eventlog.Event)
+	// Workers run the processes' Ahead work beside the event loop
+	// (default: one per CPU but the loop's; negative: none, Ahead runs
+	// at once in the loop). Whatever it is, every byte of the run is the
+	// same: Ahead work is deterministic (Ed25519) and its result is taken
+	// where it would have been computed.
+	Workers int
 }
 
 type host struct {
@@ -85,8 +102,9 @@ type host struct {
 	life  int // incremented at every start: events of an older life are void
 	log   *eventlog.Writer
 	file  *os.File
-	busy  time.Time // the process works until then
-	timer time.Time // earliest timer event queued (zero: none)
+	buf   *bufio.Writer // the log's buffer: flushed at start and at exit
+	busy  time.Time     // the process works until then
+	timer time.Time     // earliest timer event queued (zero: none)
 }
 
 type dirKey [2]netip.Addr
@@ -106,6 +124,7 @@ type World struct {
 	byAddr map[netip.Addr]*host
 	dirs   map[dirKey]*direction
 	stats  Stats
+	work   chan func() // the Ahead workers' queue; nil until first used
 }
 
 // Stats counts what the simulation did.
@@ -133,6 +152,9 @@ func New(cfg Config) *World {
 		cfg.SignTime = DefaultSignTime
 	}
 	cfg.VerifyTime, cfg.SignTime = max(cfg.VerifyTime, 0), max(cfg.SignTime, 0)
+	if cfg.Workers == 0 {
+		cfg.Workers = max(runtime.NumCPU()-1, 1)
+	}
 	return &World{cfg: cfg, now: cfg.Epoch, byName: map[string]*host{}, byAddr: map[netip.Addr]*host{}, dirs: map[dirKey]*direction{}}
 }
 
@@ -192,10 +214,18 @@ func (w *World) Start(name string, p Process, logPath string) error {
 	if err != nil {
 		return err
 	}
-	h.file, h.log = f, eventlog.NewWriterAt(f, name, w.cfg.MonoBase, w.cfg.Epoch)
+	// Buffered: a write per event was a tenth of the loop's time. Its
+	// start record is on disk at once (the runner waits for it there);
+	// a crash flushes what the process logged before it, as a real
+	// agent's writes would have reached the file.
+	h.buf = bufio.NewWriterSize(f, 64<<10)
+	h.file, h.log = f, eventlog.NewWriterAt(h.buf, name, w.cfg.MonoBase, w.cfg.Epoch)
 	h.proc, h.busy, h.timer = p, w.now, time.Time{}
 	h.life++
-	return w.carry(h, w.now, 0, p.Start(w.now))
+	if err := w.carry(h, w.now, 0, p.Start(w.now)); err != nil {
+		return err
+	}
+	return h.buf.Flush()
 }
 
 // Crash kills host name's process: its state is lost and it logs nothing
@@ -226,20 +256,31 @@ func (w *World) Stop(name, reason string) error {
 func (w *World) end(h *host, sig os.Signal) {
 	h.proc = nil
 	h.life++
-	h.file.Close()
-	h.file, h.log = nil, nil
+	h.closeLog()
 	if w.cfg.OnExit != nil {
 		w.cfg.OnExit(h.name, sig)
 	}
 }
 
-// Close stops nothing: it closes the logs of processes still running.
+// Close stops nothing: it closes the logs of processes still running,
+// and ends the Ahead workers.
 func (w *World) Close() {
-	for _, h := range w.hosts {
-		if h.file != nil {
-			h.file.Close()
-		}
+	if w.work != nil {
+		close(w.work)
+		w.work = nil
 	}
+	for _, h := range w.hosts {
+		h.closeLog()
+	}
+}
+
+func (h *host) closeLog() {
+	if h.file == nil {
+		return
+	}
+	h.buf.Flush()
+	h.file.Close()
+	h.file, h.log, h.buf = nil, nil, nil
 }
 
 // Next is the time of the next event, if any.
@@ -422,6 +463,10 @@ func (w *World) receive(h *host, pkt []byte) error {
 // carry logs a step's events at t, sends its packets when the work (work,
 // plus signing each) is done, and arms the process's timer.
 func (w *World) carry(h *host, t time.Time, work time.Duration, out Output) error {
+	w.ahead(out.Ahead)
+	if out.After != nil {
+		out.After()
+	}
 	if len(out.Events) > 0 {
 		if err := h.log.WriteAt(t, out.Events...); err != nil {
 			return err
@@ -443,6 +488,33 @@ func (w *World) carry(h *host, t time.Time, work time.Duration, out Output) erro
 		w.arm(h)
 	}
 	return nil
+}
+
+// ahead hands work to the workers, started at the first, or does it at
+// once without workers.
+func (w *World) ahead(fs []func()) {
+	if len(fs) == 0 {
+		return
+	}
+	if w.cfg.Workers < 0 {
+		for _, f := range fs {
+			f()
+		}
+		return
+	}
+	if w.work == nil {
+		w.work = make(chan func(), 64)
+		for range w.cfg.Workers {
+			go func(c <-chan func()) {
+				for f := range c {
+					f()
+				}
+			}(w.work)
+		}
+	}
+	for _, f := range fs {
+		w.work <- f
+	}
 }
 
 // arm queues a timer event at the process's deadline unless an earlier

@@ -168,7 +168,7 @@ func (s *Swarm) Run(ctx context.Context, seed uint64, faults []Fault, name strin
 		return r
 	}
 	dir, _, err := runner.RunSimulated(ctx, runner.Options{Experiment: e, ExperimentFile: r.Path, ResultsRoot: root,
-		RunID: fmt.Sprintf("tb%06x", seed&0xffffff), Duration: s.o.Duration, Log: s.o.Log})
+		RunID: fmt.Sprintf("tb%06x", seed&0xffffff), Duration: s.o.Duration, Log: s.o.Log}, -1)
 	r.Dir = dir
 	if err == nil {
 		var sum *analysis.Summary

@@ -1,6 +1,7 @@
 package tokenpassing
 
 import (
+	"crypto/ed25519"
 	"errors"
 	"net/netip"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"tokenbed/agent/driver"
 	"tokenbed/agent/eventlog"
 	"tokenbed/agent/node"
+	"tokenbed/agent/wire"
 	"tokenbed/harness/protocol"
 	"tokenbed/harness/sim"
 )
@@ -46,7 +48,7 @@ func (Protocol) SimProcess(cfg string, o protocol.Start, now time.Time) (sim.Pro
 	if err != nil {
 		return nil, "", errors.New(cfg + ": " + err.Error())
 	}
-	return &simAgent{n: n, started: r.Started(c.Fault, 0)}, r.Log, nil
+	return &simAgent{n: n, started: r.Started(c.Fault, 0), pub: cred.Key.Public().(ed25519.PublicKey), addr: r.Listen}, r.Log, nil
 }
 
 // simAgent is a node.Node as the simulator runs it: what agent/driver
@@ -55,6 +57,8 @@ type simAgent struct {
 	n       *node.Node
 	rej     driver.RejectionSampler
 	started eventlog.Event
+	pub     ed25519.PublicKey // what the receivers verify its datagrams with
+	addr    netip.AddrPort
 }
 
 func (a *simAgent) out(now time.Time, first ...eventlog.Event) sim.Output {
@@ -63,9 +67,11 @@ func (a *simAgent) out(now time.Time, first ...eventlog.Event) sim.Output {
 	o := sim.Output{Events: evs}
 	for _, p := range r.Packets {
 		o.Packets = append(o.Packets, sim.Packet{To: p.To, Data: p.Data})
+		// The receiver's verification, on another core (agent/wire).
+		o.Ahead = append(o.Ahead, wire.VerifyAhead(p.Data, a.pub, a.addr, p.To))
 	}
 	// As the driver: sign ahead while the datagrams are on their way.
-	a.n.Prepare(now)
+	o.After = func() { a.n.Prepare(now) }
 	return o
 }
 
