@@ -10,6 +10,7 @@ import (
 
 	"tokenbed/agent/ca"
 	"tokenbed/agent/eventlog"
+	"tokenbed/experiments"
 	"tokenbed/harness/backend"
 	"tokenbed/harness/capture"
 	"tokenbed/harness/protocol"
@@ -214,4 +215,15 @@ func RunSimulated(ctx context.Context, o Options, workers int) (string, *sim.Wor
 	}
 	dir, err := Run(ctx, o)
 	return dir, be.World, err
+}
+
+// directionIndex is e.Directions by (from, to): set-up looks up each of
+// the n(n-1) directions, and Experiment.Direction scans them all, which
+// made set-up O(n⁴) (a thousand agents never started).
+func directionIndex(e *experiments.Experiment) map[[2]string]experiments.Direction {
+	m := make(map[[2]string]experiments.Direction, len(e.Directions))
+	for _, d := range e.Directions {
+		m[[2]string{d.From, d.To}] = d
+	}
+	return m
 }

@@ -1,7 +1,11 @@
 package sim_test
 
 import (
+	"fmt"
+	"os"
 	"path/filepath"
+	"runtime"
+	"strings"
 	"testing"
 	"time"
 )
@@ -32,6 +36,42 @@ func BenchmarkEndurance(b *testing.B) {
 				b.ReportMetric(float64(st.Events)/wall.Seconds(), "events/s")
 				b.ReportMetric(paper.Seconds()/wall.Seconds(), "paper-s/wall-s")
 				b.ReportMetric(float64(st.Sent), "datagrams")
+			}
+		})
+	}
+}
+
+// BenchmarkScale is the time and memory per simulated agent (issue 13,
+// "Scale"): N agents in one random walk (a token held 100 ms, 2 ms
+// links), 60 paper seconds, set-up included. Set-up is linear in the
+// directions, n(n-1); a direction's netem model is built when its first
+// datagram needs it.
+//
+//	go test -run - -bench Scale -benchtime 1x ./harness/sim
+func BenchmarkScale(b *testing.B) {
+	for _, n := range []int{100, 1000} {
+		b.Run(fmt.Sprintf("agents=%d", n), func(b *testing.B) {
+			var y strings.Builder
+			fmt.Fprintf(&y, "name: scale\nseed: 3\nduration: 60s\ndefaults:\n  profile: \"delay 2ms\"\n  agent:\n    randomwalk: {hold: 100ms, regenerate_after: 10}\nagents:\n")
+			for i := range n {
+				fmt.Fprintf(&y, "  - {name: a%d, generate: %v}\n", i, i == 0)
+			}
+			path := filepath.Join(b.TempDir(), "scale.yaml")
+			if err := os.WriteFile(path, []byte(y.String()), 0o644); err != nil {
+				b.Fatal(err)
+			}
+			for b.Loop() {
+				var before, after runtime.MemStats
+				runtime.GC()
+				runtime.ReadMemStats(&before)
+				start := time.Now()
+				_, w := simRunWorkers(b, path, "tb5ec000", 0, 0)
+				wall := time.Since(start)
+				runtime.ReadMemStats(&after)
+				b.ReportMetric(wall.Seconds()*1e3/float64(n), "wall-ms/agent")
+				b.ReportMetric(float64(after.TotalAlloc-before.TotalAlloc)/float64(n)/1e6, "alloc-MB/agent")
+				b.ReportMetric(float64(after.Sys)/1e6, "sys-MB")
+				b.ReportMetric(float64(w.Stats().Sent), "datagrams")
 			}
 		})
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"reflect"
 	"runtime"
 	"time"
 
@@ -107,9 +108,14 @@ type host struct {
 	timer time.Time     // earliest timer event queued (zero: none)
 }
 
-type dirKey [2]netip.Addr
+// dirKey is a direction by its hosts' indexes.
+type dirKey [2]int32
 
+// direction is a link direction's profile, shared by every direction
+// with the same one, and its model, built at the first datagram: a
+// thousand agents have a million directions, and most never carry one.
 type direction struct {
+	p *netem.Profile
 	q *userspace.Qdisc
 }
 
@@ -122,9 +128,12 @@ type World struct {
 	hosts  []*host // in AddHost order
 	byName map[string]*host
 	byAddr map[netip.Addr]*host
-	dirs   map[dirKey]*direction
-	stats  Stats
-	work   chan func() // the Ahead workers' queue; nil until first used
+	dirs   map[dirKey]direction
+	// profiles interns the directions' profiles, by their text and then
+	// in full; each was checked once by building a model of it.
+	profiles map[string][]*netem.Profile
+	stats    Stats
+	work     chan func() // the Ahead workers' queue; nil until first used
 }
 
 // Stats counts what the simulation did.
@@ -155,7 +164,8 @@ func New(cfg Config) *World {
 	if cfg.Workers == 0 {
 		cfg.Workers = max(runtime.NumCPU()-1, 1)
 	}
-	return &World{cfg: cfg, now: cfg.Epoch, byName: map[string]*host{}, byAddr: map[netip.Addr]*host{}, dirs: map[dirKey]*direction{}}
+	return &World{cfg: cfg, now: cfg.Epoch, byName: map[string]*host{}, byAddr: map[netip.Addr]*host{}, dirs: map[dirKey]direction{},
+		profiles: map[string][]*netem.Profile{}}
 }
 
 // Record makes the world record every datagram into c (see
@@ -185,13 +195,30 @@ func (w *World) AddHost(name string, addr netip.Addr) (int, error) {
 	return h.index, nil
 }
 
-// SetProfile sets, or changes, the profile of the direction from→to.
+// SetProfile sets, or changes, the profile of the direction from→to
+// between two hosts. The direction's model starts afresh, with the
+// direction's seed, when its next datagram comes: the same model as if
+// it were built now, as nothing reaches it meanwhile.
 func (w *World) SetProfile(from, to netip.Addr, p netem.Profile) error {
-	q, err := userspace.NewQdisc(p, userspace.DirectionSeed(w.cfg.Seed, from, to))
-	if err != nil {
-		return fmt.Errorf("sim %v>%v: %w", from, to, err)
+	a, b := w.byAddr[from], w.byAddr[to]
+	if a == nil || b == nil {
+		return fmt.Errorf("sim %v>%v: %w", from, to, ErrNoHost)
 	}
-	w.dirs[dirKey{from, to}] = &direction{q: q}
+	text := p.String()
+	var ip *netem.Profile
+	for _, c := range w.profiles[text] {
+		if reflect.DeepEqual(*c, p) {
+			ip = c
+		}
+	}
+	if ip == nil {
+		if _, err := userspace.NewQdisc(p, 0); err != nil {
+			return fmt.Errorf("sim %v>%v: %w", from, to, err)
+		}
+		ip = &p
+		w.profiles[text] = append(w.profiles[text], ip)
+	}
+	w.dirs[dirKey{int32(a.index), int32(b.index)}] = direction{p: ip}
 	return nil
 }
 
@@ -415,11 +442,21 @@ func (w *World) handle(ev *event) error {
 func (w *World) transmit(from *host, pkt []byte) {
 	dst := dstAddr(pkt)
 	to := w.byAddr[dst]
-	d := w.dirs[dirKey{from.addr, dst}]
-	if to == nil || d == nil {
+	var k dirKey
+	var d direction
+	if to != nil {
+		k = dirKey{int32(from.index), int32(to.index)}
+		d = w.dirs[k]
+	}
+	if d.p == nil {
 		// No route: the real backends' routes exist only toward peers.
 		w.stats.Unreachable++
 		return
+	}
+	if d.q == nil {
+		// Checked when it was set.
+		d.q, _ = userspace.NewQdisc(*d.p, userspace.DirectionSeed(w.cfg.Seed, from.addr, dst))
+		w.dirs[k] = d
 	}
 	o := d.q.Enqueue(w.now, len(pkt))
 	if o.Dup != nil {
