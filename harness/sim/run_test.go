@@ -1,6 +1,7 @@
 package sim_test
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"io"
@@ -271,5 +272,41 @@ func TestScheduleActionsInVirtualTime(t *testing.T) {
 	b := logOf("B")
 	if last := b[len(b)-1]; last.Kind != eventlog.AgentStopping || last.WallNS != sim.Epoch.Add(700*time.Second).UnixNano() {
 		t.Errorf("B's last event %s at %d: want agent_stopping at its leave (700 s)", last.Kind, last.WallNS)
+	}
+}
+
+// drop_rate (agent/config) runs in the simulator as in the agent: its
+// own seeded Lossy transport drops the agent's datagrams before they
+// leave, and the protocol tolerates it (requirement (i), the use the
+// agent's test transport exists for): the passes resend what B dropped,
+// so more datagrams leave, and no token is lost.
+func TestDropRateIsSimulated(t *testing.T) {
+	src, err := os.ReadFile(filepath.Join("..", "..", "experiments", "three-agents.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(b []byte, id string) sim.Stats {
+		path := filepath.Join(t.TempDir(), "drop.yaml")
+		if err := os.WriteFile(path, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		dir, w := simRunWorld(t, path, id, 0)
+		s, err := analysis.Analyze(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := s.Requirements["loss"]; r.Verdict != analysis.VerdictPass {
+			t.Errorf("%s: loss: %s %s", id, r.Verdict, r.Detail)
+		}
+		return w.Stats()
+	}
+	dropping := bytes.Replace(src, []byte("  - {name: B}"), []byte("  - {name: B, config: {drop_rate: 0.2}}"), 1)
+	if bytes.Equal(dropping, src) {
+		t.Fatal("three-agents.yaml has no line '  - {name: B}' to give a drop rate")
+	}
+	without, with := run(src, "tb5ed001"), run(dropping, "tb5ed002")
+	t.Logf("datagrams sent: %d without, %d with B dropping 20%%", without.Sent, with.Sent)
+	if with.Sent < without.Sent*21/20 {
+		t.Errorf("datagrams sent: %d with B dropping 20%%, %d without: want the resends of what B dropped", with.Sent, without.Sent)
 	}
 }
