@@ -36,6 +36,7 @@ import (
 	"time"
 
 	"tokenbed/agent/ca"
+	_ "tokenbed/agent/circulation/policies" // the roles this binary runs
 	"tokenbed/agent/config"
 	"tokenbed/agent/driver"
 	"tokenbed/agent/eventlog"
@@ -194,8 +195,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		c.SetByFlag("$.network_time_scale", "network-time-scale")
 	}
 	if *generate {
-		c.RandomWalk.GenerateAtStart = true
-		c.Wandering.GenerateAtStart = true
+		c.Generate = true
 	}
 	set(&c.Fault, *fault, "$.fault", "fault")
 	if *skew != 0 {

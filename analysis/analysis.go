@@ -215,7 +215,8 @@ func Analyze(dir string) (*Summary, error) {
 	if err != nil {
 		return nil, err
 	}
-	j := judge(input{info: info, topo: topo, exp: exp, h: h, cf: cf, b: &bundler{dir: dir, h: h, topo: topo}})
+	j := judge(input{info: info, topo: topo, exp: exp, h: h, cf: cf, b: &bundler{dir: dir, h: h, topo: topo},
+		events: func(f func(eventlog.Event) error) error { return eachLogEvent(dir, topo, f) }})
 	if err := writeOutputs(dir, j.s, exp, h, j.hs, j.paper, j.lat); err != nil {
 		return j.s, err
 	}
@@ -232,6 +233,8 @@ type input struct {
 	h    *history
 	cf   *captureFacts
 	b    *bundler
+	// events reads every process's events again, all kinds (Context.Events).
+	events func(func(eventlog.Event) error) error
 }
 
 // judged is the verdicts and what the report's plots need.

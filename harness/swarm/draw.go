@@ -82,9 +82,11 @@ func Draw(e *experiments.Experiment, seed uint64) []Fault {
 	var down [][2]time.Duration
 	for range rnd.IntN(m.Crashes.Count + 1) {
 		at, l := span(m.Crashes)
-		target := "holder"
-		if rnd.IntN(2) == 0 {
-			target = pick(agents)
+		// An agent, or one of the protocol's target words (token
+		// passing: holder, whoever holds a token then).
+		target := pick(agents)
+		if rnd.IntN(2) == 0 && len(e.Targets) > 0 {
+			target = pick(e.Targets)
 		}
 		restart := rnd.Float64() < m.Restarts
 		end := D
