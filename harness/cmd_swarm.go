@@ -106,6 +106,10 @@ func cmdSwarm(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		}
 		m, runs := s.Shrink(ctx, r)
 		fmt.Fprintf(stdout, "shrunk seed %d: %d of %d faults still fail (%d replays): %s\n  replay: %s\n", r.Seed, len(m.Faults), len(r.Faults), runs, strings.Join(m.Failed, "; "), runCmd(m.Path))
+		if len(m.Faults) == 0 {
+			fmt.Fprintf(stdout, "# no drawn fault is needed: seed %d fails on the experiment's own schedule (the whole file: %s)\n", r.Seed, m.Path)
+			continue
+		}
 		fmt.Fprintf(stdout, "# the faults, after the experiment's own schedule (the whole file: %s)\n%s", m.Path, swarm.Schedule(m.Faults))
 	}
 	switch {
