@@ -212,7 +212,10 @@ func (s *Swarm) Shrink(ctx context.Context, r Result) (Result, int) {
 		return false
 	}
 	runs := 0
-	try := func(cands [][]Fault) (int, Result) {
+	best := r
+	// first runs a round's candidates on the workers and keeps the first
+	// that fails, in order, as the best so far.
+	first := func(cands [][]Fault) int {
 		out := make([]Result, len(cands))
 		sem := make(chan struct{}, s.o.Workers)
 		var wg sync.WaitGroup
@@ -235,27 +238,21 @@ func (s *Swarm) Shrink(ctx context.Context, r Result) (Result, int) {
 			}
 			c.discard()
 		}
-		if found < 0 {
-			return -1, Result{}
+		if found >= 0 {
+			if best.Path != r.Path {
+				best.discard()
+			}
+			best = out[found]
 		}
-		return found, out[found]
-	}
-	best := r
-	pick := func(cands [][]Fault) int {
-		i, c := try(cands)
-		if i >= 0 {
-			best.discard2(r)
-			best = c
-		}
-		return i
+		return found
 	}
 	// Does it fail without any drawn fault at all?
-	if pick([][]Fault{nil}) < 0 {
+	if first([][]Fault{nil}) < 0 {
 		ddmin(r.Faults, func(c [][]Fault) int {
 			if ctx.Err() != nil {
 				return -1
 			}
-			return pick(c)
+			return first(c)
 		})
 	}
 	return s.keep(best, r), runs
@@ -316,13 +313,6 @@ func (r Result) discard() {
 	}
 	if r.Dir != "" {
 		os.RemoveAll(filepath.Dir(r.Dir))
-	}
-}
-
-// discard2 discards r unless it is orig (the seed's own run stays).
-func (r Result) discard2(orig Result) {
-	if r.Path != orig.Path {
-		r.discard()
 	}
 }
 
