@@ -46,6 +46,7 @@ type File struct {
 	Links            []LinkSpec    `yaml:"links"`
 	Schedule         []StepSpec    `yaml:"schedule"`
 	Checks           Checks        `yaml:"checks"`
+	Swarm            *FaultMix     `yaml:"swarm"` // faultmix.go
 }
 
 // Defaults apply to every agent and link unless they say otherwise.
@@ -194,6 +195,7 @@ type Experiment struct {
 	Directions []Direction // every ordered pair of agents
 	Schedule   []Step      // sorted by time
 	Checks     Checks
+	Swarm      *FaultMix // harness swarm's faults (faultmix.go); nil: none
 	// Raw is the file as loaded: the results keep exactly what ran.
 	Raw []byte
 }
@@ -259,7 +261,8 @@ func ScaleNetwork(p netem.Profile, k float64) netem.Profile {
 
 func resolve(name string, f *File, yf *strictyaml.File) (*Experiment, error) {
 	e := &Experiment{Source: name, Name: f.Name, Description: f.Description, Protocol: f.Protocol, Seed: f.Seed,
-		TimeScale: f.TimeScale, NetworkTimeScale: f.NetworkTimeScale, Duration: f.Duration, Replicas: f.Replicas, Checks: f.Checks}
+		TimeScale: f.TimeScale, NetworkTimeScale: f.NetworkTimeScale, Duration: f.Duration, Replicas: f.Replicas, Checks: f.Checks, Swarm: f.Swarm}
+	checkFaultMix(f.Swarm, f.Duration, yf)
 	if f.Name == "" {
 		yf.Errorf("$.name", "missing")
 	}

@@ -10,6 +10,7 @@
 //	harness pcap FILE [filters]           decoded per-session timeline of a capture
 //	harness preflight                     say which impairment path this machine takes, and why
 //	harness clean [--run RUNID]           remove what killed runs left behind
+//	harness swarm [flags] EXPERIMENT.yaml many simulated seeds with drawn faults (harness swarm -h)
 //
 // Logs go to standard error; reports and timelines to standard output.
 //
@@ -68,6 +69,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdPreflight(args[1:], stdout, stderr, log)
 	case "clean":
 		return cmdClean(args[1:], stdout, stderr, log)
+	case "swarm":
+		return cmdSwarm(ctx, args[1:], stdout, stderr)
 	case "-h", "--help", "help":
 		usage(stdout)
 		return exitOK
@@ -85,6 +88,7 @@ func usage(w io.Writer) {
   harness pcap FILE [filters]           decoded per-session timeline of a capture (harness pcap -h)
   harness preflight                     which impairment path this machine takes, and why
   harness clean [--run RUNID]           remove leftovers of killed runs
+  harness swarm [flags] EXPERIMENT.yaml many simulated seeds with drawn faults; shrinks failures (harness swarm -h)
 `)
 }
 

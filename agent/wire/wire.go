@@ -449,6 +449,16 @@ func Verify(b []byte, pub ed25519.PublicKey, src, dst netip.AddrPort) bool {
 	if len(b) < fixedHeader+SigLen || len(b) > MaxSize || len(pub) != ed25519.PublicKeySize {
 		return false
 	}
+	if ok, found := takeAhead(b, pub, src, dst); found { // ahead.go
+		return ok
+	}
+	return verify(b, pub, src, dst)
+}
+
+func verify(b []byte, pub ed25519.PublicKey, src, dst netip.AddrPort) bool {
+	if len(b) < fixedHeader+SigLen || len(b) > MaxSize || len(pub) != ed25519.PublicKeySize {
+		return false
+	}
 	var msg [len(sigContext) + 2*18 + MaxSize]byte
 	putSigPrefix(msg[:], src, dst)
 	pre := len(sigContext) + 2*18

@@ -10,6 +10,7 @@ import (
 
 	"tokenbed/agent/ca"
 	"tokenbed/agent/eventlog"
+	"tokenbed/experiments"
 	"tokenbed/harness/backend"
 	"tokenbed/harness/capture"
 	"tokenbed/harness/protocol"
@@ -193,4 +194,36 @@ func (r *run) pause(d time.Duration) error {
 	}
 	time.Sleep(d)
 	return nil
+}
+
+// RunSimulated runs o.Experiment in a new simulated world, as harness run
+// --backend sim does: one continuous replica at paper speed (replicas,
+// time scale and network time scale 1). It returns the results directory
+// and the world, for its clock and counters. Callers that run many
+// simulations (harness swarm) call it from several goroutines: each run
+// has its own world and runs single-threaded in it. workers is the
+// world's sim.Config.Workers (0: the default; -1: none, the whole
+// simulation on the caller's goroutine).
+func RunSimulated(ctx context.Context, o Options, workers int) (string, *sim.World, error) {
+	e := *o.Experiment
+	e.Replicas, e.TimeScale, e.NetworkTimeScale = 1, 1, 1
+	o.Experiment = &e
+	be := &sim.Backend{World: sim.New(sim.Config{}), Workers: workers}
+	o.Backend, o.Impair = be, ImpairSim
+	if o.ImpairReason == "" {
+		o.ImpairReason = "simulated: each direction is the userspace engine's netem model, in virtual time"
+	}
+	dir, err := Run(ctx, o)
+	return dir, be.World, err
+}
+
+// directionIndex is e.Directions by (from, to): set-up looks up each of
+// the n(n-1) directions, and Experiment.Direction scans them all, which
+// made set-up O(n⁴) (a thousand agents never started).
+func directionIndex(e *experiments.Experiment) map[[2]string]experiments.Direction {
+	m := make(map[[2]string]experiments.Direction, len(e.Directions))
+	for _, d := range e.Directions {
+		m[[2]string{d.From, d.To}] = d
+	}
+	return m
 }

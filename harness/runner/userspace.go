@@ -20,6 +20,7 @@ import (
 // to network time, through set (the userspace engine's or the
 // simulator's).
 func (r *run) setProfiles(set func(from, to netip.Addr, p netem.Profile) error) error {
+	dirs := directionIndex(r.e) // sim.go: Direction scans all n(n-1)
 	for _, inst := range r.order {
 		ar := r.agents[inst]
 		for _, other := range r.order {
@@ -27,7 +28,7 @@ func (r *run) setProfiles(set func(from, to netip.Addr, p netem.Profile) error) 
 			if other == inst || oa.a.Replica != ar.a.Replica {
 				continue
 			}
-			d, _ := r.e.Direction(ar.a.Name, oa.a.Name)
+			d := dirs[[2]string{ar.a.Name, oa.a.Name}]
 			if err := set(ar.a.Addr, oa.a.Addr, experiments.ScaleNetwork(d.Profile, r.e.NetworkTimeScale)); err != nil {
 				return err
 			}

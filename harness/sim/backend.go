@@ -20,6 +20,9 @@ const Link = "sim0"
 // (protocol.Simulated), and the schedule drives the World's clock.
 type Backend struct {
 	World *World
+	// Workers is Config.Workers of the worlds Configure makes, unless
+	// the Config sets it (harness swarm: -1, a simulation per core).
+	Workers int
 }
 
 var _ backend.Backend = (*Backend)(nil)
@@ -31,7 +34,12 @@ func init() {
 
 // Configure makes a new world with cfg, at virtual time 0; Setup places
 // the agents in it.
-func (b *Backend) Configure(cfg Config) { b.World = New(cfg) }
+func (b *Backend) Configure(cfg Config) {
+	if cfg.Workers == 0 {
+		cfg.Workers = b.Workers
+	}
+	b.World = New(cfg)
+}
 
 // Name implements backend.Backend.
 func (b *Backend) Name() string { return Name }

@@ -1,7 +1,12 @@
 package sim_test
 
 import (
+	"fmt"
+	"os"
 	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -10,19 +15,72 @@ import (
 // (experiments/endurance.yaml) as one continuous replica in virtual time,
 // with real signatures, and reports the loop's events per second and the
 // paper seconds simulated per wall second (the real backend: about 2,000,
-// with 16 replicas at time scale 1000). One iteration is the whole run:
+// with 16 replicas at time scale 1000). One iteration is the whole run,
+// twice: "loop" verifies every signature in the event loop (Config.Workers
+// -1), "ahead" on the workers ahead of it (the default); their ratio is
+// the workers' gain, measured under the same load:
 //
 //	go test -run - -bench Endurance -benchtime 1x ./harness/sim
 func BenchmarkEndurance(b *testing.B) {
 	path := filepath.Join("..", "..", "experiments", "endurance.yaml")
-	for b.Loop() {
-		start := time.Now()
-		_, w := simRunWorld(b, path, "tb5eb000", 0)
-		wall := time.Since(start)
-		paper := w.Now().Sub(w.Epoch())
-		st := w.Stats()
-		b.ReportMetric(float64(st.Events)/wall.Seconds(), "events/s")
-		b.ReportMetric(paper.Seconds()/wall.Seconds(), "paper-s/wall-s")
-		b.ReportMetric(float64(st.Sent), "datagrams")
+	for _, c := range []struct {
+		name    string
+		workers int
+	}{{"loop", -1}, {"ahead", 0}} {
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				start := time.Now()
+				_, w := simRunWorkers(b, path, "tb5eb000", 0, c.workers)
+				wall := time.Since(start)
+				paper := w.Now().Sub(w.Epoch())
+				st := w.Stats()
+				b.ReportMetric(float64(st.Events)/wall.Seconds(), "events/s")
+				b.ReportMetric(paper.Seconds()/wall.Seconds(), "paper-s/wall-s")
+				b.ReportMetric(float64(st.Sent), "datagrams")
+			}
+		})
+	}
+}
+
+// BenchmarkScale is the time and memory per simulated agent (issue 13,
+// "Scale"): N agents in one random walk (a token held 100 ms, 2 ms
+// links), 60 paper seconds, set-up included. Set-up is linear in the
+// directions, n(n-1); a direction's netem model is built when its first
+// datagram needs it.
+//
+//	go test -run - -bench Scale -benchtime 1x ./harness/sim
+func BenchmarkScale(b *testing.B) {
+	for _, n := range []int{100, 1000} {
+		b.Run(fmt.Sprintf("agents=%d", n), func(b *testing.B) {
+			var y strings.Builder
+			fmt.Fprintf(&y, "name: scale\nseed: 3\nduration: 60s\ndefaults:\n  profile: \"delay 2ms\"\n  agent:\n    randomwalk: {hold: 100ms, regenerate_after: 10}\nagents:\n")
+			for i := range n {
+				fmt.Fprintf(&y, "  - {name: a%d, generate: %v}\n", i, i == 0)
+			}
+			path := filepath.Join(b.TempDir(), "scale.yaml")
+			if err := os.WriteFile(path, []byte(y.String()), 0o644); err != nil {
+				b.Fatal(err)
+			}
+			for b.Loop() {
+				var before, after runtime.MemStats
+				var ru0, ru1 syscall.Rusage
+				runtime.GC()
+				runtime.ReadMemStats(&before)
+				syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
+				start := time.Now()
+				_, w := simRunWorkers(b, path, "tb5ec000", 0, 0)
+				wall := time.Since(start)
+				syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
+				runtime.ReadMemStats(&after)
+				cpu := time.Duration(ru1.Utime.Nano() + ru1.Stime.Nano() - ru0.Utime.Nano() - ru0.Stime.Nano())
+				// CPU time as well as wall time: on a shared machine the
+				// wall time is mostly other people's work.
+				b.ReportMetric(wall.Seconds()*1e3/float64(n), "wall-ms/agent")
+				b.ReportMetric(cpu.Seconds()*1e3/float64(n), "cpu-ms/agent")
+				b.ReportMetric(float64(after.TotalAlloc-before.TotalAlloc)/float64(n)/1e6, "alloc-MB/agent")
+				b.ReportMetric(float64(after.Sys)/1e6, "sys-MB")
+				b.ReportMetric(float64(w.Stats().Sent), "datagrams")
+			}
+		})
 	}
 }

@@ -52,6 +52,24 @@
 // agent's own Ed25519 costs on this machine (BenchmarkVerify and
 // BenchmarkSign in agent/wire).
 //
+// # Workers
+//
+// The loop is one goroutine, but a process may hand the simulator work
+// that depends on nothing but its inputs (Output.Ahead): an agent hands
+// over the Ed25519 verification of each datagram it sends, which the
+// receiver will redo (agent/wire.VerifyAhead). The simulator runs it on
+// its workers (Config.Workers) while the loop goes on, and the
+// receiver's Verify takes the result, the same bytes it would have
+// computed, so no output changes (TestSameSeedSameBytes runs with
+// workers and without). The sender's presigning (Output.After) runs in
+// the loop meanwhile.
+//
+// # Scale
+//
+// A direction's profile is interned and its netem model built at its
+// first datagram: n agents have n(n-1) directions, and most never carry
+// one (BenchmarkScale).
+//
 // # Faults
 //
 // Crash drops a process and its state (SIGKILL: nothing more is logged);

@@ -1,6 +1,7 @@
 package sim_test
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"io"
@@ -31,6 +32,12 @@ func simRun(t testing.TB, path, runID string, duration time.Duration) string {
 // simRunWorld is simRun, and the world the run ran in.
 func simRunWorld(t testing.TB, path, runID string, duration time.Duration) (string, *sim.World) {
 	t.Helper()
+	return simRunWorkers(t, path, runID, duration, 0)
+}
+
+// simRunWorkers is simRunWorld with the world's Config.Workers.
+func simRunWorkers(t testing.TB, path, runID string, duration time.Duration, workers int) (string, *sim.World) {
+	t.Helper()
 	e, err := experiments.Load(path)
 	if err != nil {
 		t.Fatal(err)
@@ -40,6 +47,7 @@ func simRunWorld(t testing.TB, path, runID string, duration time.Duration) (stri
 	if err != nil {
 		t.Fatal(err)
 	}
+	be.(*sim.Backend).Workers = workers
 	root := t.TempDir()
 	dir, err := runner.Run(t.Context(), runner.Options{Experiment: e, ExperimentFile: path, ResultsRoot: root, RunID: runID,
 		Backend: be, Impair: runner.ImpairSim, Duration: duration, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
@@ -72,10 +80,21 @@ func digests(t *testing.T, dir string) map[string]string {
 // The same experiment and seed give byte-identical logs and capture
 // (issue 13, "Determinism"). Both runs have the same run ID (in two
 // results directories): the ID is in the harness log and the capture's
-// comment, as everything a run creates carries it.
+// comment, as everything a run creates carries it. The second run
+// verifies every signature in the loop, the third on four workers ahead
+// of it (Config.Workers): that changes no byte either.
 func TestSameSeedSameBytes(t *testing.T) {
 	path := filepath.Join("..", "..", "experiments", "three-agents.yaml")
 	a := digests(t, simRun(t, path, "tb5e0001", 0))
+	for _, workers := range []int{-1, 4} {
+		dir, _ := simRunWorkers(t, path, "tb5e0001", 0, workers)
+		b := digests(t, dir)
+		for f, h := range a {
+			if b[f] != h {
+				t.Errorf("workers %d: %s differs between two runs of the same seed: %s and %s", workers, f, h, b[f])
+			}
+		}
+	}
 	b := digests(t, simRun(t, path, "tb5e0001", 0))
 	if len(a) != 5 { // A, B, C, harness, capture
 		t.Fatalf("files %v: want 3 agent logs, the harness log and the capture", slices.Sorted(func(yield func(string) bool) {
@@ -253,5 +272,41 @@ func TestScheduleActionsInVirtualTime(t *testing.T) {
 	b := logOf("B")
 	if last := b[len(b)-1]; last.Kind != eventlog.AgentStopping || last.WallNS != sim.Epoch.Add(700*time.Second).UnixNano() {
 		t.Errorf("B's last event %s at %d: want agent_stopping at its leave (700 s)", last.Kind, last.WallNS)
+	}
+}
+
+// drop_rate (agent/config) runs in the simulator as in the agent: its
+// own seeded Lossy transport drops the agent's datagrams before they
+// leave, and the protocol tolerates it (requirement (i), the use the
+// agent's test transport exists for): the passes resend what B dropped,
+// so more datagrams leave, and no token is lost.
+func TestDropRateIsSimulated(t *testing.T) {
+	src, err := os.ReadFile(filepath.Join("..", "..", "experiments", "three-agents.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(b []byte, id string) sim.Stats {
+		path := filepath.Join(t.TempDir(), "drop.yaml")
+		if err := os.WriteFile(path, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		dir, w := simRunWorld(t, path, id, 0)
+		s, err := analysis.Analyze(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := s.Requirements["loss"]; r.Verdict != analysis.VerdictPass {
+			t.Errorf("%s: loss: %s %s", id, r.Verdict, r.Detail)
+		}
+		return w.Stats()
+	}
+	dropping := bytes.Replace(src, []byte("  - {name: B}"), []byte("  - {name: B, config: {drop_rate: 0.2}}"), 1)
+	if bytes.Equal(dropping, src) {
+		t.Fatal("three-agents.yaml has no line '  - {name: B}' to give a drop rate")
+	}
+	without, with := run(src, "tb5ed001"), run(dropping, "tb5ed002")
+	t.Logf("datagrams sent: %d without, %d with B dropping 20%%", without.Sent, with.Sent)
+	if with.Sent < without.Sent*21/20 {
+		t.Errorf("datagrams sent: %d with B dropping 20%%, %d without: want the resends of what B dropped", with.Sent, without.Sent)
 	}
 }

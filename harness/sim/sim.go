@@ -1,11 +1,14 @@
 package sim
 
 import (
+	"bufio"
 	"container/heap"
 	"errors"
 	"fmt"
 	"net/netip"
 	"os"
+	"reflect"
+	"runtime"
 	"time"
 
 	"tokenbed/agent/eventlog"
@@ -35,6 +38,15 @@ type Process interface {
 type Output struct {
 	Events  []eventlog.Event
 	Packets []Packet
+	// Ahead is work some receiver will need and that depends on nothing
+	// but its own inputs (an agent: the Ed25519 verification of each
+	// datagram it sends, agent/wire.VerifyAhead); the simulator runs it on
+	// its workers (Config.Workers) while the loop goes on, or at once.
+	Ahead []func()
+	// After, if set, is the process's own work after the step (an agent:
+	// presigning, node.Prepare); the simulator calls it once Ahead is
+	// handed to the workers, so the two overlap.
+	After func()
 }
 
 // Packet is a datagram to send from the process's address.
@@ -75,6 +87,12 @@ type Config struct {
 	OnExit func(host string, sig os.Signal)
 	// OnEvent, if set, sees every event logged, after it is written.
 	OnEvent func(host string, e eventlog.Event)
+	// Workers run the processes' Ahead work beside the event loop
+	// (default: one per CPU but the loop's; negative: none, Ahead runs
+	// at once in the loop). Whatever it is, every byte of the run is the
+	// same: Ahead work is deterministic (Ed25519) and its result is taken
+	// where it would have been computed.
+	Workers int
 }
 
 type host struct {
@@ -85,13 +103,19 @@ type host struct {
 	life  int // incremented at every start: events of an older life are void
 	log   *eventlog.Writer
 	file  *os.File
-	busy  time.Time // the process works until then
-	timer time.Time // earliest timer event queued (zero: none)
+	buf   *bufio.Writer // the log's buffer: flushed at start and at exit
+	busy  time.Time     // the process works until then
+	timer time.Time     // earliest timer event queued (zero: none)
 }
 
-type dirKey [2]netip.Addr
+// dirKey is a direction by its hosts' indexes.
+type dirKey [2]int32
 
+// direction is a link direction's profile, shared by every direction
+// with the same one, and its model, built at the first datagram: a
+// thousand agents have a million directions, and most never carry one.
 type direction struct {
+	p *netem.Profile
 	q *userspace.Qdisc
 }
 
@@ -104,8 +128,12 @@ type World struct {
 	hosts  []*host // in AddHost order
 	byName map[string]*host
 	byAddr map[netip.Addr]*host
-	dirs   map[dirKey]*direction
-	stats  Stats
+	dirs   map[dirKey]direction
+	// profiles interns the directions' profiles, by their text and then
+	// in full; each was checked once by building a model of it.
+	profiles map[string][]*netem.Profile
+	stats    Stats
+	work     chan func() // the Ahead workers' queue; nil until first used
 }
 
 // Stats counts what the simulation did.
@@ -133,7 +161,11 @@ func New(cfg Config) *World {
 		cfg.SignTime = DefaultSignTime
 	}
 	cfg.VerifyTime, cfg.SignTime = max(cfg.VerifyTime, 0), max(cfg.SignTime, 0)
-	return &World{cfg: cfg, now: cfg.Epoch, byName: map[string]*host{}, byAddr: map[netip.Addr]*host{}, dirs: map[dirKey]*direction{}}
+	if cfg.Workers == 0 {
+		cfg.Workers = max(runtime.NumCPU()-1, 1)
+	}
+	return &World{cfg: cfg, now: cfg.Epoch, byName: map[string]*host{}, byAddr: map[netip.Addr]*host{}, dirs: map[dirKey]direction{},
+		profiles: map[string][]*netem.Profile{}}
 }
 
 // Record makes the world record every datagram into c (see
@@ -163,13 +195,30 @@ func (w *World) AddHost(name string, addr netip.Addr) (int, error) {
 	return h.index, nil
 }
 
-// SetProfile sets, or changes, the profile of the direction from→to.
+// SetProfile sets, or changes, the profile of the direction from→to
+// between two hosts. The direction's model starts afresh, with the
+// direction's seed, when its next datagram comes: the same model as if
+// it were built now, as nothing reaches it meanwhile.
 func (w *World) SetProfile(from, to netip.Addr, p netem.Profile) error {
-	q, err := userspace.NewQdisc(p, userspace.DirectionSeed(w.cfg.Seed, from, to))
-	if err != nil {
-		return fmt.Errorf("sim %v>%v: %w", from, to, err)
+	a, b := w.byAddr[from], w.byAddr[to]
+	if a == nil || b == nil {
+		return fmt.Errorf("sim %v>%v: %w", from, to, ErrNoHost)
 	}
-	w.dirs[dirKey{from, to}] = &direction{q: q}
+	text := p.String()
+	var ip *netem.Profile
+	for _, c := range w.profiles[text] {
+		if reflect.DeepEqual(*c, p) {
+			ip = c
+		}
+	}
+	if ip == nil {
+		if _, err := userspace.NewQdisc(p, 0); err != nil {
+			return fmt.Errorf("sim %v>%v: %w", from, to, err)
+		}
+		ip = &p
+		w.profiles[text] = append(w.profiles[text], ip)
+	}
+	w.dirs[dirKey{int32(a.index), int32(b.index)}] = direction{p: ip}
 	return nil
 }
 
@@ -192,10 +241,18 @@ func (w *World) Start(name string, p Process, logPath string) error {
 	if err != nil {
 		return err
 	}
-	h.file, h.log = f, eventlog.NewWriterAt(f, name, w.cfg.MonoBase, w.cfg.Epoch)
+	// Buffered: a write per event was a tenth of the loop's time. Its
+	// start record is on disk at once (the runner waits for it there);
+	// a crash flushes what the process logged before it, as a real
+	// agent's writes would have reached the file.
+	h.buf = bufio.NewWriterSize(f, 64<<10)
+	h.file, h.log = f, eventlog.NewWriterAt(h.buf, name, w.cfg.MonoBase, w.cfg.Epoch)
 	h.proc, h.busy, h.timer = p, w.now, time.Time{}
 	h.life++
-	return w.carry(h, w.now, 0, p.Start(w.now))
+	if err := w.carry(h, w.now, 0, p.Start(w.now)); err != nil {
+		return err
+	}
+	return h.buf.Flush()
 }
 
 // Crash kills host name's process: its state is lost and it logs nothing
@@ -226,20 +283,31 @@ func (w *World) Stop(name, reason string) error {
 func (w *World) end(h *host, sig os.Signal) {
 	h.proc = nil
 	h.life++
-	h.file.Close()
-	h.file, h.log = nil, nil
+	h.closeLog()
 	if w.cfg.OnExit != nil {
 		w.cfg.OnExit(h.name, sig)
 	}
 }
 
-// Close stops nothing: it closes the logs of processes still running.
+// Close stops nothing: it closes the logs of processes still running,
+// and ends the Ahead workers.
 func (w *World) Close() {
-	for _, h := range w.hosts {
-		if h.file != nil {
-			h.file.Close()
-		}
+	if w.work != nil {
+		close(w.work)
+		w.work = nil
 	}
+	for _, h := range w.hosts {
+		h.closeLog()
+	}
+}
+
+func (h *host) closeLog() {
+	if h.file == nil {
+		return
+	}
+	h.buf.Flush()
+	h.file.Close()
+	h.file, h.log, h.buf = nil, nil, nil
 }
 
 // Next is the time of the next event, if any.
@@ -374,11 +442,21 @@ func (w *World) handle(ev *event) error {
 func (w *World) transmit(from *host, pkt []byte) {
 	dst := dstAddr(pkt)
 	to := w.byAddr[dst]
-	d := w.dirs[dirKey{from.addr, dst}]
-	if to == nil || d == nil {
+	var k dirKey
+	var d direction
+	if to != nil {
+		k = dirKey{int32(from.index), int32(to.index)}
+		d = w.dirs[k]
+	}
+	if d.p == nil {
 		// No route: the real backends' routes exist only toward peers.
 		w.stats.Unreachable++
 		return
+	}
+	if d.q == nil {
+		// Checked when it was set.
+		d.q, _ = userspace.NewQdisc(*d.p, userspace.DirectionSeed(w.cfg.Seed, from.addr, dst))
+		w.dirs[k] = d
 	}
 	o := d.q.Enqueue(w.now, len(pkt))
 	if o.Dup != nil {
@@ -422,6 +500,10 @@ func (w *World) receive(h *host, pkt []byte) error {
 // carry logs a step's events at t, sends its packets when the work (work,
 // plus signing each) is done, and arms the process's timer.
 func (w *World) carry(h *host, t time.Time, work time.Duration, out Output) error {
+	w.ahead(out.Ahead)
+	if out.After != nil {
+		out.After()
+	}
 	if len(out.Events) > 0 {
 		if err := h.log.WriteAt(t, out.Events...); err != nil {
 			return err
@@ -443,6 +525,33 @@ func (w *World) carry(h *host, t time.Time, work time.Duration, out Output) erro
 		w.arm(h)
 	}
 	return nil
+}
+
+// ahead hands work to the workers, started at the first, or does it at
+// once without workers.
+func (w *World) ahead(fs []func()) {
+	if len(fs) == 0 {
+		return
+	}
+	if w.cfg.Workers < 0 {
+		for _, f := range fs {
+			f()
+		}
+		return
+	}
+	if w.work == nil {
+		w.work = make(chan func(), 64)
+		for range w.cfg.Workers {
+			go func(c <-chan func()) {
+				for f := range c {
+					f()
+				}
+			}(w.work)
+		}
+	}
+	for _, f := range fs {
+		w.work <- f
+	}
 }
 
 // arm queues a timer event at the process's deadline unless an earlier

@@ -1,6 +1,7 @@
 package tokenpassing
 
 import (
+	"crypto/ed25519"
 	"errors"
 	"net/netip"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"tokenbed/agent/driver"
 	"tokenbed/agent/eventlog"
 	"tokenbed/agent/node"
+	"tokenbed/agent/wire"
 	"tokenbed/harness/protocol"
 	"tokenbed/harness/sim"
 )
@@ -33,11 +35,6 @@ func (Protocol) SimProcess(cfg string, o protocol.Start, now time.Time) (sim.Pro
 	if err != nil {
 		return nil, "", err
 	}
-	if r.DropRate != 0 {
-		// The simulator's links drop; an agent's own test transport is
-		// not modelled.
-		return nil, "", errors.New(cfg + ": drop_rate: not simulated (give the link a loss profile)")
-	}
 	cred, err := ca.LoadMember(r.Credentials, r.Name, r.CA)
 	if err != nil {
 		return nil, "", err
@@ -46,7 +43,13 @@ func (Protocol) SimProcess(cfg string, o protocol.Start, now time.Time) (sim.Pro
 	if err != nil {
 		return nil, "", errors.New(cfg + ": " + err.Error())
 	}
-	return &simAgent{n: n, started: r.Started(c.Fault, 0)}, r.Log, nil
+	a := &simAgent{n: n, started: r.Started(c.Fault, r.DropRate), pub: cred.Key.Public().(ed25519.PublicKey), addr: r.Listen}
+	if r.DropRate > 0 {
+		// The agent's own test transport (agent --drop-rate), seeded
+		// from its seed as the agent seeds it: the same datagrams drop.
+		a.drop = driver.NewLossy(kept{}, r.DropRate, r.Seed)
+	}
+	return a, r.Log, nil
 }
 
 // simAgent is a node.Node as the simulator runs it: what agent/driver
@@ -55,17 +58,42 @@ type simAgent struct {
 	n       *node.Node
 	rej     driver.RejectionSampler
 	started eventlog.Event
+	pub     ed25519.PublicKey // what the receivers verify its datagrams with
+	addr    netip.AddrPort
+	drop    *driver.Lossy // drop_rate, or nil
 }
+
+// dropped is drop_rate's verdict on the next datagram: the Lossy
+// transport's own draw, on no socket.
+func (a *simAgent) dropped(to netip.AddrPort, data []byte) bool {
+	if a.drop == nil {
+		return false
+	}
+	return a.drop.WriteTo(data, to) == nil
+}
+
+// kept is the transport under drop_rate's Lossy: it hears of every
+// datagram Lossy keeps (the simulator sends it).
+type kept struct{ driver.Transport }
+
+var errKept = errors.New("kept")
+
+func (kept) WriteTo([]byte, netip.AddrPort) error { return errKept }
 
 func (a *simAgent) out(now time.Time, first ...eventlog.Event) sim.Output {
 	r := a.n.Ready()
 	evs := append(first, a.rej.Filter(now, r.Events)...)
 	o := sim.Output{Events: evs}
 	for _, p := range r.Packets {
+		if a.dropped(p.To, p.Data) {
+			continue
+		}
 		o.Packets = append(o.Packets, sim.Packet{To: p.To, Data: p.Data})
+		// The receiver's verification, on another core (agent/wire).
+		o.Ahead = append(o.Ahead, wire.VerifyAhead(p.Data, a.pub, a.addr, p.To))
 	}
 	// As the driver: sign ahead while the datagrams are on their way.
-	a.n.Prepare(now)
+	o.After = func() { a.n.Prepare(now) }
 	return o
 }
 
