@@ -7,6 +7,9 @@ import (
 	"strings"
 
 	"tokenbed/analysis"
+	// Token passing's analysis, registered by protocol name (the
+	// default protocol's); another protocol's is imported beside it.
+	_ "tokenbed/analysis/tokenpassing"
 	"tokenbed/harness/results"
 	"tokenbed/harness/runner"
 )
@@ -32,7 +35,7 @@ func analyzeDir(dir string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "harness analyze:", err)
 		return exitRunError
 	}
-	for _, k := range analysis.Checks {
+	for _, k := range s.Order() {
 		r := s.Requirements[k]
 		v := strings.ToUpper(string(r.Verdict))
 		fmt.Fprintf(stdout, "%-12s %s  %s\n", k, v, r.Detail)
