@@ -1,0 +1,76 @@
+package analysis
+
+import (
+	"fmt"
+
+	"tokenbed/harness/results"
+)
+
+// Samples are the raw figures behind summary.json's statistics, read from
+// a results directory as Analyze reads it: for comparing two runs'
+// distributions (analysis/crossval: the simulator against real
+// processes). Nothing is written.
+type Samples struct {
+	Info results.RunInfo `json:"info"`
+	// Latency is every completed pass's latency per direction ("A>B",
+	// logical names: replicas pooled), in seconds, in the order of the
+	// shared clock.
+	Latency map[string][]float64 `json:"latency_s"`
+	// Return is every return time per agent (logical name), in paper
+	// seconds: the time between two successive hits of one instance.
+	Return map[string][]float64 `json:"return_time_s"`
+	// Acquisitions counts token_acquired events (every reason).
+	Acquisitions int `json:"acquisitions"`
+	// Intervals are the paper seconds between successive acquisitions
+	// within one replica (any agent, any token): a visit, the hold and
+	// the pass that ends it.
+	Intervals []float64 `json:"intervals_s"`
+	// Failures are the network failures tolerated (passes that failed at
+	// the sender and kept the token), as Summary counts them.
+	Failures []FailureSample `json:"failures"`
+	// Losses are the causes of the token losses (Summary.Losses).
+	Losses []string `json:"token_losses"`
+}
+
+// FailureSample is one tolerated network failure.
+type FailureSample struct {
+	PaperS     float64 `json:"paper_s"`
+	Link       string  `json:"link"` // "A>C": from the sender to the receiver, logical names
+	DetectedBy string  `json:"detected_by"`
+}
+
+// SamplesReader reads a run's samples for its protocol (token passing's:
+// analysis/tokenpassing), from c.Dir().
+type SamplesReader func(c *Context) (*Samples, error)
+
+// samplers by protocol name.
+var samplers = map[string]SamplesReader{}
+
+// RegisterSamples registers proto's samples reader, from its package's
+// init; twice panics.
+func RegisterSamples(proto string, r SamplesReader) {
+	if _, ok := samplers[proto]; ok {
+		panic("analysis: samples of " + proto + " registered twice")
+	}
+	samplers[proto] = r
+}
+
+// ReadSamples reads the samples of the run in dir, by its protocol's
+// reader (linked in as its analysis is: a blank import).
+func ReadSamples(dir string) (*Samples, error) {
+	var info results.RunInfo
+	if err := results.ReadJSON(dir, results.RunFile, &info); err != nil {
+		return nil, fmt.Errorf("%s: %w", results.RunFile, err)
+	}
+	var topo results.Topology
+	if err := results.ReadJSON(dir, results.TopologyFile, &topo); err != nil {
+		return nil, fmt.Errorf("%s: %w", results.TopologyFile, err)
+	}
+	c := NewContext(info, topo, nil, nil, nil)
+	c.dir = dir
+	r, ok := samplers[c.protocol()]
+	if !ok {
+		return nil, fmt.Errorf("%s: protocol %q: no samples reader registered (link its analysis in, as harness does tokenbed/analysis/tokenpassing)", results.RunFile, c.protocol())
+	}
+	return r(c)
+}
