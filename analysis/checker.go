@@ -88,9 +88,9 @@ func (c *Context) HarnessEvents() []eventlog.Event { return c.harness }
 
 // Events calls f with every event of every process's log, each log in its
 // own order (processes one after another): every kind, with a protocol's
-// own fields in Event.Extra. It reads the logs again, so that the history
-// need keep nothing for protocols it does not know. An error of f stops
-// it and is returned.
+// own fields in Event.Extra. It reads the logs again at each call, so
+// that the frame keeps none of them in memory. An error of f stops it and
+// is returned.
 func (c *Context) Events(f func(eventlog.Event) error) error {
 	if c.events == nil {
 		return nil
