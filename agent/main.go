@@ -40,6 +40,7 @@ import (
 	"tokenbed/agent/config"
 	"tokenbed/agent/driver"
 	"tokenbed/agent/eventlog"
+	ftncmd "tokenbed/agent/ftn/cmd"
 	"tokenbed/agent/node"
 )
 
@@ -63,6 +64,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdRun(args[1:], stdout, stderr)
 	case "ca":
 		return cmdCA(args[1:], stderr)
+	case "ftn":
+		return ftncmd.Main(args[1:], stdout, stderr)
 	case "version":
 		fmt.Fprintf(stdout, "tokenbed agent, wire format v1, event log schema v%d, roles %s\n", eventlog.SchemaVersion, strings.Join(config.Roles(), " "))
 		return exitOK
@@ -80,6 +83,7 @@ func usage(w io.Writer) {
   agent run --config FILE [flags]     run an agent (agent run -h for flags)
   agent ca init --dir DIR             create a Certification Authority
   agent ca issue --dir DIR NAME...    issue member credentials into DIR
+  agent ftn server|client ...         an FTN token server or client (agent ftn for usage)
   agent version
 `)
 }

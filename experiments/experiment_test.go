@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"tokenbed/experiments"
+	_ "tokenbed/harness/protocol/ftn"          // protocol ftn's schema (ftn-*.yaml)
 	_ "tokenbed/harness/protocol/tokenpassing" // the default protocol's schema
 )
 

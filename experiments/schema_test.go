@@ -104,5 +104,5 @@ schedule:
   - {action: restart, agent: leader, at: 2s}
 `, map[string]int{`restart of leader at 2s: no crash of leader`: 8})
 	expectErrors(t, "name: x\nprotocol: paxos\nduration: 10s\nagents: [{name: A, generate: true}, {name: B}]\n",
-		map[string]int{`protocol: "paxos": no such protocol; known: locks, tokenpassing`: 2})
+		map[string]int{`protocol: "paxos": no such protocol; known: ftn, locks, tokenpassing`: 2})
 }
