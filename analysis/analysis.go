@@ -1,37 +1,34 @@
-// Package analysis turns a run's results directory (harness/results) into
-// verdicts on requirements (i)–(iv) of seed 002 §2 and a report: every
-// figure is computed from the agents' event logs and cross-checked against
-// the packet capture, nothing else. Analyze can run again on any results
-// directory, including one whose run was killed.
+// Package analysis is the frame that turns a run's results directory
+// (harness/results) into verdicts and a report, for any protocol: it reads
+// the run (run.json, topology.json, the experiment, the harness's log,
+// every process's events: Context), runs the checkers registered for the
+// run's protocol (RegisterChecker, Compose) and writes report.md,
+// summary.json and junit.xml around what the protocol's own analysis
+// (RegisterProtocol: its history, its figures, its report sections and
+// plots) contributes. Token passing's is package analysis/tokenpassing.
+// Analyze can run again on any results directory, including one whose
+// run was killed.
 //
 // # summary.json
 //
-// A Summary (schema_version 1): the run's identity (run_id, experiment,
+// A Summary (schema_version 2): the run's identity (run_id, experiment,
 // seed, git_revision, kernel, backend, impairment, time scales, replicas,
-// partial), a requirements object with one Requirement per check
-// ("duplication", "loss", "latency", "validation": pass, value, detail,
-// bundle), and the headline figures: passes, hits and return times per
-// agent (paper time), latency per direction, network failures tolerated
-// and how they were detected, token losses with their causes, datagrams
-// lost by the network, regenerations, discards and rejections.
+// status, partial), a requirements object with one Requirement per check
+// (verdict, pass, value, detail, bundle), check_names (report order), the
+// protocol's own figures flat beside them (Summary.Figures) and notes.
 package analysis
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
-	"math"
 	"os"
 	"path/filepath"
-	"slices"
-	"sort"
-	"strings"
-	"time"
 
 	"tokenbed/agent/eventlog"
 	"tokenbed/experiments"
 	"tokenbed/harness/protocol"
 	"tokenbed/harness/results"
-	"tokenbed/netem"
 )
 
 // SchemaVersion of summary.json. 2: a requirement has a verdict, which
@@ -49,9 +46,10 @@ const (
 	VerdictNotJudged Verdict = "not judged"
 )
 
-// Checks names every check, in report order: requirements (i)–(iv) of
-// 002 §2, then liveness (circulation goes on) and agents (every process
-// ran and logged).
+// Checks names token passing's checks in report order.
+//
+// Deprecated: a run's checks are its protocol's: use Summary.Order. Kept
+// for callers written before protocols plugged in.
 var Checks = []string{"loss", "duplication", "latency", "validation", "liveness", "agents"}
 
 // Requirement is one check's verdict.
@@ -65,66 +63,21 @@ type Requirement struct {
 	Bundle string `json:"bundle,omitempty"`
 }
 
-func verdictOf(pass bool) Requirement {
+// VerdictOf is a pass or a fail, to be given its value and detail.
+func VerdictOf(pass bool) Requirement {
 	if pass {
 		return Requirement{Verdict: VerdictPass, Pass: true}
 	}
 	return Requirement{Verdict: VerdictFail}
 }
 
-func notJudged(detail string) Requirement {
+// Unjudged is the verdict of a check with nothing to judge, saying why.
+func Unjudged(detail string) Requirement {
 	return Requirement{Verdict: VerdictNotJudged, Value: "not judged", Detail: "not judged: " + detail}
 }
 
-// Stats summarises a sample of durations, in seconds.
-type Stats struct {
-	N    int     `json:"n"`
-	Mean float64 `json:"mean_s"`
-	P50  float64 `json:"p50_s"`
-	P99  float64 `json:"p99_s"`
-	Max  float64 `json:"max_s"`
-}
-
-func stats(xs []float64) Stats {
-	if len(xs) == 0 {
-		return Stats{}
-	}
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	sum := 0.0
-	for _, x := range s {
-		sum += x
-	}
-	q := func(p float64) float64 { return s[min(len(s)-1, int(math.Ceil(p*float64(len(s))))-1)] }
-	return Stats{N: len(s), Mean: sum / float64(len(s)), P50: q(0.5), P99: q(0.99), Max: s[len(s)-1]}
-}
-
-// Direction is the pass latency from one agent to another.
-type Direction struct {
-	Link    string `json:"link"` // "A>B"
-	Latency Stats  `json:"latency"`
-	// Dispersion is p99/p50 (requirement iii: small).
-	Dispersion float64 `json:"dispersion"`
-	Profile    string  `json:"profile"`
-	// OneWay is the profile's mean delay; a pass takes two round trips,
-	// four one-way delays, without loss.
-	OneWayS float64 `json:"one_way_delay_s"`
-	// Rescaled is Latency × network_time_scale: what the same profiles
-	// give at real network scale when delays were scaled down.
-	RescaledMeanS float64 `json:"rescaled_mean_s"`
-	RescaledP50S  float64 `json:"rescaled_p50_s"`
-	RescaledP99S  float64 `json:"rescaled_p99_s"`
-	Paper         *experiments.LatencyCheck
-}
-
-// AgentFigures are an agent's hits and return times (paper time).
-type AgentFigures struct {
-	Agent  string `json:"agent"`
-	Hits   int    `json:"hits"`
-	Return Stats  `json:"return_time"`
-}
-
-// Summary is summary.json.
+// Summary is summary.json: the frame's envelope, and the protocol's
+// figures (Figures) written flat beside it.
 type Summary struct {
 	SchemaVersion    int                    `json:"schema_version"`
 	RunID            string                 `json:"run_id"`
@@ -142,46 +95,82 @@ type Summary struct {
 	PaperSeconds     float64                `json:"paper_seconds"`
 	WallSeconds      float64                `json:"wall_seconds"`
 	Requirements     map[string]Requirement `json:"requirements"`
-	// CheckNames are the run's checks in the order they ran (its
-	// protocol's; empty in summaries written before: Checks).
-	CheckNames []string       `json:"check_names,omitempty"`
-	Passes     int            `json:"passes"`
-	Agents     []AgentFigures `json:"agents"`
-	Directions []Direction    `json:"directions"`
-	Failures   struct {
-		Tolerated     int `json:"tolerated"`
-		AckTimeout    int `json:"detected_by_ack_timeout"`
-		CommitTimeout int `json:"detected_by_commit_timeout"`
-	} `json:"network_failures"`
-	Outages         int            `json:"outages"`
-	Losses          []LossOut      `json:"token_losses"`
-	FirstLossPaperS float64        `json:"first_loss_paper_s,omitempty"`
-	DatagramsSent   int            `json:"datagrams_sent"`
-	DatagramsLost   int            `json:"datagrams_lost_by_network"`
-	LossRatio       float64        `json:"token_losses_per_datagram_lost"`
-	Regenerations   int            `json:"regenerations"`
-	Discards        int            `json:"sandwich_discards"`
-	Rejections      map[string]int `json:"datagrams_rejected"`
-	Duplications    []Violation    `json:"duplications"`
-	Unvalidated     []string       `json:"unvalidated_acquisitions"`
-	LongestGapS     float64        `json:"longest_time_without_acquisition_s"`
-	Phases          []Phase        `json:"phases"`
-	Notes           []string       `json:"notes"`
+	// CheckNames are the run's checks in report order (its protocol's).
+	CheckNames []string `json:"check_names,omitempty"`
+	// Figures is the protocol's part (Part.Figures; token passing's:
+	// tokenpassing.Figures), written flat beside the fields above: a JSON
+	// object's fields, whose names must not be the envelope's.
+	Figures any      `json:"-"`
+	Notes   []string `json:"notes"`
 }
 
-// LossOut is a token loss in summary.json.
-type LossOut struct {
-	Token   string  `json:"token"`
-	PaperS  float64 `json:"paper_s"`
-	Cause   string  `json:"cause"`
-	Agent   string  `json:"agent"`
-	Session uint64  `json:"session"`
-	Explain bool    `json:"explained_by_a_crash"`
-	Detail  string  `json:"detail,omitempty"`
+// envelope is Summary's fields as written, without its methods.
+type envelope Summary
+
+// MarshalJSON writes the envelope's fields, the protocol's figures and
+// the notes, in that order, as one object.
+func (s *Summary) MarshalJSON() ([]byte, error) {
+	env := *s
+	env.Notes = nil
+	head, err := json.Marshal((*envelope)(&env))
+	if err != nil {
+		return nil, err
+	}
+	head = bytes.TrimSuffix(bytes.TrimSuffix(head, []byte("}")), []byte(`,"notes":null`))
+	var b bytes.Buffer
+	b.Write(head)
+	if s.Figures != nil {
+		fig, err := json.Marshal(s.Figures)
+		if err != nil {
+			return nil, fmt.Errorf("figures: %w", err)
+		}
+		if len(fig) < 2 || fig[0] != '{' {
+			return nil, fmt.Errorf("figures: %T is not written as a JSON object", s.Figures)
+		}
+		if inner := bytes.TrimSpace(fig[1 : len(fig)-1]); len(inner) > 0 {
+			b.WriteByte(',')
+			b.Write(inner)
+		}
+	}
+	notes, err := json.Marshal(s.Notes)
+	if err != nil {
+		return nil, err
+	}
+	b.WriteString(`,"notes":`)
+	b.Write(notes)
+	b.WriteByte('}')
+	return b.Bytes(), nil
 }
 
-// Analyze computes every check from the logs and the capture in dir and
-// writes report.md, summary.json, junit.xml, plots and failure bundles.
+// Failed lists the checks that failed (not those not judged).
+func (s *Summary) Failed() []string { return s.with(VerdictFail) }
+
+// NotJudged lists the checks that had nothing to judge.
+func (s *Summary) NotJudged() []string { return s.with(VerdictNotJudged) }
+
+// Order lists the run's checks in report order.
+func (s *Summary) Order() []string {
+	if len(s.CheckNames) > 0 {
+		return s.CheckNames
+	}
+	return Checks // a summary written before check_names
+}
+
+func (s *Summary) with(v Verdict) []string {
+	var f []string
+	for _, k := range s.Order() {
+		if r, ok := s.Requirements[k]; ok && r.Verdict == v {
+			f = append(f, k)
+		}
+	}
+	return f
+}
+
+// Analyze judges the run in dir with its protocol's checkers (run.json's
+// protocol, default token passing) and writes report.md, summary.json,
+// junit.xml and what the protocol's analysis adds (plots, failure
+// bundles). The protocol's analysis package must be linked in (a blank
+// import), or nothing is judged and that is an error.
 func Analyze(dir string) (*Summary, error) {
 	var info results.RunInfo
 	if err := results.ReadJSON(dir, results.RunFile, &info); err != nil {
@@ -211,435 +200,69 @@ func Analyze(dir string) (*Summary, error) {
 			exp.Replicas = info.Replicas
 		}
 	}
-	h, err := readLogs(dir, topo)
+	harness, err := readHarnessLog(dir)
 	if err != nil {
 		return nil, err
 	}
-	cf, err := readCapture(dir, topo, h.logical)
-	if err != nil {
-		return nil, err
+	c := NewContext(info, topo, exp, harness, func(f func(eventlog.Event) error) error { return eachLogEvent(dir, topo, f) })
+	c.dir = dir
+	proto := c.protocol()
+	if a, ok := analyses[proto]; ok {
+		if c.part, err = a.Load(c); err != nil {
+			return nil, err
+		}
+	} else if len(checkers[proto]) == 0 {
+		return nil, fmt.Errorf("%s: protocol %q: no analysis registered (link its package in, as harness does tokenbed/analysis/tokenpassing)", results.RunFile, proto)
 	}
-	j := judge(input{info: info, topo: topo, exp: exp, h: h, cf: cf, b: &bundler{dir: dir, h: h, topo: topo},
-		events: func(f func(eventlog.Event) error) error { return eachLogEvent(dir, topo, f) }})
-	if err := writeOutputs(dir, j.s, exp, h, j.hs, j.paper, j.lat); err != nil {
-		return j.s, err
+	s := c.Judge()
+	return s, writeOutputs(c)
+}
+
+// protocol is the run's protocol's name.
+func (c *Context) protocol() string {
+	if c.info.Protocol == "" {
+		return protocol.Default
 	}
-	return j.s, nil
+	return c.info.Protocol
 }
 
-// input is what the checkers judge: the history (event logs), the
-// capture's facts, the experiment (nil if absent) and the run's record.
-// Checkers are pure functions of it; b (nil: none) writes failure bundles.
-type input struct {
-	info results.RunInfo
-	topo results.Topology
-	exp  *experiments.Experiment
-	h    *history
-	cf   *captureFacts
-	b    *bundler
-	// events reads every process's events again, all kinds (Context.Events).
-	events func(func(eventlog.Event) error) error
-}
-
-// judged is the verdicts and what the report's plots need.
-type judged struct {
-	s     *Summary
-	hs    []hold
-	paper map[int]time.Duration
-	lat   map[string][]float64
-}
-
-// judge runs every check on in.
-func judge(in input) judged {
-	info, h, cf := in.info, in.h, in.cf
-	s := &Summary{SchemaVersion: SchemaVersion, RunID: info.RunID, Experiment: info.Experiment, Seed: info.Seed, GitRevision: info.GitRevision,
-		Kernel: info.Kernel, Backend: info.Backend, Impairment: info.Impairment, TimeScale: info.TimeScale, NetworkTimeScale: info.NetScale,
-		Replicas: info.Replicas, Status: info.Status, Partial: info.Status != "ok", Requirements: map[string]Requirement{},
-		Rejections: map[string]int{}}
+// Judge runs every checker of the run's protocol on c and completes its
+// summary: the envelope from run.json, the verdicts, the check order and
+// the protocol's figures (Part.Finish).
+func (c *Context) Judge() *Summary {
+	info, s := c.info, c.s
+	s.SchemaVersion, s.RunID, s.Experiment, s.Seed, s.GitRevision = SchemaVersion, info.RunID, info.Experiment, info.Seed, info.GitRevision
+	s.Kernel, s.Backend, s.Impairment, s.TimeScale, s.NetworkTimeScale = info.Kernel, info.Backend, info.Impairment, info.TimeScale, info.NetScale
+	s.Replicas, s.Status, s.Partial = info.Replicas, info.Status, info.Status != "ok"
 	if s.NetworkTimeScale == 0 {
 		s.NetworkTimeScale = 1
 	}
 	if !info.Finished.IsZero() {
 		s.WallSeconds = info.Finished.Sub(info.Started).Seconds()
 	}
-	s.Notes = append(s.Notes, h.parseErr...)
-	if cf.truncated != "" {
-		s.Notes = append(s.Notes, "capture: "+cf.truncated)
-	}
-	s.Notes = append(s.Notes, cf.keyErrs...)
-	for _, inst := range h.instances() {
-		if a := h.agents[inst]; len(a.seqGaps) > 0 {
-			s.Notes = append(s.Notes, fmt.Sprintf("%s: the event log has a gap in its sequence numbers within one process lifetime (%s): lines were lost",
-				a.instance, strings.Join(a.seqGaps, ", ")))
-		}
+	fr := c.frame()
+	if c.part != nil {
+		s.Figures = c.part.Figures()
+		c.part.Begin(c)
 	}
 	if s.Partial {
 		s.Notes = append(s.Notes, fmt.Sprintf("the run did not finish (status %q): figures cover what was recorded", info.Status))
 	}
-
-	c := &Context{input: in, s: s, hs: h.holds(), paper: h.paperTimes(info)}
-	s.Agents = agentFigures(h, c.paper)
 	all, err := Compose(c)
 	if err != nil {
 		s.Notes = append(s.Notes, "checks: "+err.Error())
 	} else {
 		s.Requirements = all.Results
-		if info.Protocol != "" && info.Protocol != protocol.Default {
-			s.CheckNames = all.Names // token passing's keep their report order (Checks)
+		s.CheckNames = all.Names
+		if len(fr.Order) > 0 {
+			s.CheckNames = fr.Order
 		}
 	}
-	hs, paper, lat := c.hs, c.paper, c.lat
-
-	// Network failures tolerated, and outages.
-	for _, f := range h.failures() {
-		s.Failures.Tolerated++
-		if f.DetectedBy == "commit_timeout" {
-			s.Failures.CommitTimeout++
-		} else {
-			s.Failures.AckTimeout++
-		}
+	if c.part != nil {
+		c.part.Finish(c)
 	}
-	// One outage of both directions logs two starts, for A>C and C>A, at
-	// the same moment and with the same detail: count outages, not
-	// directions.
-	outages := map[string]bool{}
-	for _, e := range h.harness {
-		if e.Kind == eventlog.OutageStart {
-			ends := strings.SplitN(e.Link, ">", 2)
-			slices.Sort(ends)
-			outages[fmt.Sprintf("%s|%s|%d", e.Detail, strings.Join(ends, "-"), e.MonoNS/1e8)] = true
-		}
-	}
-	s.Outages = len(outages)
 	s.PaperSeconds = info.PaperSeconds
-	return judged{s: s, hs: hs, paper: paper, lat: lat}
-}
-
-// checkDuplication is requirement (ii): no two agents hold one token at
-// once. Whoever caused it (a broken agent, an insider minting a copy of
-// the token: outside 002's trust model, §2) it is a duplication: nothing
-// explains one away.
-func checkDuplication(hs []hold, vs []Violation, b *bundler) Requirement {
-	if len(hs) == 0 {
-		return notJudged("no holding intervals in the logs (no token was ever acquired)")
-	}
-	r := verdictOf(len(vs) == 0)
-	r.Value = fmt.Sprintf("%d", len(vs))
-	if r.Pass {
-		r.Detail = fmt.Sprintf("no two agents held the same token at once (%d holding intervals)", len(hs))
-		return r
-	}
-	v := vs[0]
-	r.Detail = fmt.Sprintf("%d duplications; first: token %s held by %s (session %d) and %s (session %d) at once for %.3f s", len(vs), v.Token, v.Agents[0], v.Sessions[0], v.Agents[1], v.Sessions[1], v.OverlapSec)
-	r.Bundle = b.bundle("duplication", v.Token, v.Sessions[1], v.FromMono, r.Detail)
-	return r
-}
-
-// checkLoss is requirement (i): every token that disappears is explained
-// by a crash of its holder (or partner, 002 §3.1).
-func checkLoss(s *Summary, h *history, hs []hold, cf *captureFacts, exp *experiments.Experiment, paper map[int]time.Duration, b *bundler) (Requirement, []Loss) {
-	losses := h.losses(hs, cf)
-	maxUnexplained := 0
-	if exp != nil {
-		maxUnexplained = exp.Checks.MaxLosses
-	}
-	unexplained := 0
-	var firstBad *Loss
-	for i, l := range losses {
-		lo := LossOut{Token: l.Token, Cause: l.Cause, Agent: l.Agent, Session: l.Session, Explain: l.Explains, Detail: l.Detail}
-		lo.PaperS = h.paperAt(paper, l.Mono, l.Agent).Seconds()
-		s.Losses = append(s.Losses, lo)
-		// Replicas replay different shards side by side: the first loss
-		// in paper time need not be the first on the wall clock.
-		if i == 0 || lo.PaperS < s.FirstLossPaperS {
-			s.FirstLossPaperS = lo.PaperS
-		}
-		if !l.Explains {
-			unexplained++
-			if firstBad == nil {
-				firstBad = &losses[i]
-			}
-		}
-	}
-	s.DatagramsSent, s.DatagramsLost = cf.sent, cf.lostTotal()
-	if s.DatagramsLost > 0 {
-		s.LossRatio = float64(len(losses)) / float64(s.DatagramsLost)
-	}
-	if len(hs) == 0 {
-		return notJudged("no token was ever held, so none could be lost"), losses
-	}
-	r := verdictOf(unexplained <= maxUnexplained)
-	r.Value = fmt.Sprintf("%d", unexplained)
-	lost := fmt.Sprintf("%d datagrams lost by the network", s.DatagramsLost)
-	if !cf.present {
-		lost = "no capture to count datagrams lost by the network"
-	}
-	r.Detail = fmt.Sprintf("%d tokens held; %d token losses (%d explained by a crash of the holder, 002 §3.1); %d not, tolerated %d; %s",
-		len(tokens(hs)), len(losses), len(losses)-unexplained, unexplained, maxUnexplained, lost)
-	if firstBad != nil {
-		r.Detail += fmt.Sprintf("; first unexplained: %s %s: %s", firstBad.Token, firstBad.Cause, firstBad.Detail)
-		r.Bundle = b.bundle("loss", firstBad.Token, firstBad.Session, firstBad.Mono, "token lost: "+firstBad.Cause+": "+firstBad.Detail)
-	}
-	return r, losses
-}
-
-func tokens(hs []hold) map[string]bool {
-	m := map[string]bool{}
-	for _, hd := range hs {
-		m[hd.token] = true
-	}
-	return m
-}
-
-// latencies collects pass latencies per direction, and the counts of
-// passes, regenerations, discards and rejections.
-func latencies(s *Summary, h *history) map[string][]float64 {
-	lat := map[string][]float64{}
-	for _, e := range h.evs {
-		switch e.kind {
-		case eventlog.PassCompleted:
-			k := h.logical(e.agent) + ">" + h.logical(e.peer)
-			lat[k] = append(lat[k], float64(e.latency)/1e9)
-			s.Passes++
-		case eventlog.TokenRegenerated:
-			s.Regenerations++
-		case eventlog.TokenDiscarded:
-			s.Discards++
-		case eventlog.DatagramRejected:
-			s.Rejections[e.reason]++
-		}
-	}
-	// Rejections not logged one by one (a flood) are counted in summaries.
-	for reason, n := range h.suppressed {
-		s.Rejections[reason] += int(n)
-	}
-	return lat
-}
-
-// checkLatency is requirement (iii): each figure the experiment gives
-// (mean, p50, p99 of a direction) against this run's, within tolerance.
-// The detail names every figure compared, and only those.
-func checkLatency(s *Summary, topo results.Topology, exp *experiments.Experiment, lat map[string][]float64, b *bundler) Requirement {
-	profiles := map[string]string{}
-	for _, d := range topo.Directions {
-		profiles[d.From+">"+d.To] = d.Profile
-	}
-	links := make([]string, 0, len(lat))
-	for k := range lat {
-		links = append(links, k)
-	}
-	sort.Strings(links)
-	var fails, checked []string
-	var worst string
-	for _, k := range links {
-		st := stats(lat[k])
-		d := Direction{Link: k, Latency: st, Profile: profiles[k], RescaledMeanS: st.Mean * s.NetworkTimeScale,
-			RescaledP50S: st.P50 * s.NetworkTimeScale, RescaledP99S: st.P99 * s.NetworkTimeScale}
-		if st.P50 > 0 {
-			d.Dispersion = st.P99 / st.P50
-		}
-		if p, err := netem.Parse(profiles[k]); err == nil {
-			d.OneWayS = p.Delay.Seconds()
-		}
-		for i, c := range latencyChecks(exp) {
-			if c.Link != k {
-				continue
-			}
-			d.Paper = &latencyChecks(exp)[i]
-			for _, f := range latencyFigures(c) {
-				got := d.rescaled(f.name)
-				rel := got/f.want.Seconds() - 1
-				line := fmt.Sprintf("%s %s %.4f s vs %.4f s (%+.0f%%, tolerance ±%.0f%%)", k, f.name, got, f.want.Seconds(), 100*rel, 100*c.Tolerance)
-				checked = append(checked, line)
-				if math.Abs(rel) > c.Tolerance {
-					fails = append(fails, line)
-					worst = k
-				}
-			}
-		}
-		s.Directions = append(s.Directions, d)
-	}
-	for _, c := range latencyChecks(exp) {
-		if _, ok := lat[c.Link]; !ok {
-			fails = append(fails, c.Link+": no completed pass to measure")
-		}
-	}
-	if exp == nil {
-		return notJudged("no experiment file in the results, so no latency figures to compare")
-	}
-	if len(exp.Checks.Latency) == 0 {
-		return notJudged("no latency figures in the experiment (checks.latency) to compare with")
-	}
-	r := verdictOf(len(fails) == 0)
-	if r.Pass {
-		r.Value = "within tolerance"
-		r.Detail = "checked: " + strings.Join(checked, "; ")
-		return r
-	}
-	r.Value = fmt.Sprintf("%d out of tolerance", len(fails))
-	r.Detail = strings.Join(fails, "; ")
-	if worst != "" {
-		r.Bundle = b.latencyBundle(worst, lat[worst])
-	}
-	return r
-}
-
-// figure is one latency figure an experiment asks to compare.
-type figure struct {
-	name string // mean, p50, p99
-	want time.Duration
-}
-
-// latencyFigures are the figures c sets (a zero one is not compared).
-func latencyFigures(c experiments.LatencyCheck) []figure {
-	var fs []figure
-	for _, f := range []figure{{"mean", c.Mean}, {"p50", c.P50}, {"p99", c.P99}} {
-		if f.want > 0 {
-			fs = append(fs, f)
-		}
-	}
-	return fs
-}
-
-// rescaled is a figure of the direction at real network scale.
-func (d Direction) rescaled(name string) float64 {
-	switch name {
-	case "mean":
-		return d.RescaledMeanS
-	case "p99":
-		return d.RescaledP99S
-	}
-	return d.RescaledP50S
-}
-
-// checkValidation is requirement (iv): every acquisition by Commit has a
-// Commit in the capture whose signature verifies against the CA. Only
-// acquisitions before the capture's end are judged.
-func checkValidation(s *Summary, h *history, cf *captureFacts, b *bundler) Requirement {
-	if !cf.present {
-		return notJudged("no capture in the results: acquisitions cannot be validated")
-	}
-	acqs, after := 0, 0
-	var first *ev
-	for i, e := range h.evs {
-		if e.kind != eventlog.TokenAcquired || (e.reason != "commit" && e.reason != "late_commit") {
-			continue
-		}
-		k := commitKey{e.token, e.session, e.peer, e.agent}
-		if !cf.verified[k] && cf.endWall > 0 && e.wall > cf.endWall {
-			after++ // its Commit may be among the records lost with the capture
-			continue
-		}
-		acqs++
-		if !cf.verified[k] {
-			why := "no Commit in the capture"
-			if cf.badSig[k] {
-				why = "its Commit in the capture does not verify"
-			}
-			s.Unvalidated = append(s.Unvalidated, fmt.Sprintf("%s acquired %s in session %d from %s: %s", e.agent, e.token, e.session, e.peer, why))
-			if first == nil {
-				first = &h.evs[i]
-			}
-		}
-	}
-	cut := ""
-	if after > 0 {
-		cut = fmt.Sprintf("; %d acquisitions after the capture ends without their Commit in it (%s, its last record: %s) not judged",
-			after, time.Unix(0, cf.endWall).UTC().Format("15:04:05.000"), cf.endWhy)
-	}
-	if acqs == 0 {
-		return notJudged("no acquisition by Commit to validate" + cut)
-	}
-	r := verdictOf(len(s.Unvalidated) == 0)
-	r.Value = fmt.Sprintf("%d of %d", acqs-len(s.Unvalidated), acqs)
-	r.Detail = fmt.Sprintf("%d acquisitions, each matched by a Commit in the capture whose Ed25519 signature verifies against the CA certificate%s", acqs, cut)
-	if !r.Pass {
-		r.Detail = fmt.Sprintf("%d of %d acquisitions without a verified Commit in the capture; first: %s%s", len(s.Unvalidated), acqs, s.Unvalidated[0], cut)
-		if n := cf.totalDrops(); n > 0 {
-			r.Detail += fmt.Sprintf("; the capture itself dropped %d packets (%s): a Commit may be missing from the capture, not from the network", n, cf.dropList())
-		}
-		r.Bundle = b.bundle("validation", first.token, first.session, first.mono, s.Unvalidated[0])
-	}
-	return r
-}
-
-// agentFigures are hits and return times per agent, in paper time.
-func agentFigures(h *history, paper map[int]time.Duration) []AgentFigures {
-	hits := map[string][]time.Duration{}
-	for i, e := range h.evs {
-		if e.kind == eventlog.TokenAcquired {
-			hits[e.agent] = append(hits[e.agent], paper[i])
-		}
-	}
-	byName := map[string]*AgentFigures{}
-	rets := map[string][]float64{}
-	for inst, ts := range hits {
-		n := h.logical(inst)
-		if byName[n] == nil {
-			byName[n] = &AgentFigures{Agent: n}
-		}
-		byName[n].Hits += len(ts)
-		for i := 1; i < len(ts); i++ {
-			rets[n] = append(rets[n], (ts[i] - ts[i-1]).Seconds())
-		}
-	}
-	var out []AgentFigures
-	for n, af := range byName {
-		af.Return = stats(rets[n])
-		out = append(out, *af)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Agent < out[j].Agent })
-	return out
-}
-
-// latencyChecks tolerates a results directory without its experiment.
-func latencyChecks(e *experiments.Experiment) []experiments.LatencyCheck {
-	if e == nil {
-		return nil
-	}
-	return e.Checks.Latency
-}
-
-// Failed lists the checks that failed (not those not judged).
-func (s *Summary) Failed() []string { return s.with(VerdictFail) }
-
-// NotJudged lists the checks that had nothing to judge.
-func (s *Summary) NotJudged() []string { return s.with(VerdictNotJudged) }
-
-// Order lists the run's checks in report order.
-func (s *Summary) Order() []string {
-	if len(s.CheckNames) > 0 {
-		return s.CheckNames
-	}
-	return Checks
-}
-
-func (s *Summary) with(v Verdict) []string {
-	var f []string
-	for _, k := range s.Order() {
-		if r, ok := s.Requirements[k]; ok && r.Verdict == v {
-			f = append(f, k)
-		}
-	}
-	return f
-}
-
-// paperAt is the paper time of a mono instant in agent's replica: that of
-// the replica's latest event at or before it with a paper time. (Other
-// replicas' events of the same instant are in other shards of the paper
-// timeline.)
-func (h *history) paperAt(paper map[int]time.Duration, mono int64, agent string) time.Duration {
-	rep := -1
-	if a := h.agents[agent]; a != nil {
-		rep = a.replica
-	}
-	i := sort.Search(len(h.evs), func(i int) bool { return h.evs[i].mono > mono })
-	for j := i - 1; j >= 0; j-- {
-		if p, ok := paper[j]; ok && (rep < 0 || h.agents[h.evs[j].agent].replica == rep) {
-			return p
-		}
-	}
-	return 0
+	return s
 }
 
 func writeJSON(path string, v any) error {

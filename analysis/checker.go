@@ -4,20 +4,18 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	"tokenbed/agent/eventlog"
 	"tokenbed/experiments"
-	"tokenbed/harness/protocol"
-	"tokenbed/harness/protocol/tokenpassing"
 	"tokenbed/harness/results"
 )
 
 // Checker is one check, as Jepsen's checker protocol: it takes a history
 // and returns a verdict. A checker is a pure function of its Context:
-// the history (event logs), the capture's facts, the experiment, and what
-// the checkers run before it derived (Context.losses for liveness). A
-// protocol brings its own checkers; the framework does not change.
+// the run, its protocol's part (its history, the capture's facts) and
+// what the checkers run before it derived there (token passing: the
+// losses, for liveness). A protocol brings its own checkers; the
+// framework does not change.
 type Checker interface {
 	Check(c *Context) Requirement
 }
@@ -28,22 +26,50 @@ type CheckerFunc func(c *Context) Requirement
 // Check implements Checker.
 func (f CheckerFunc) Check(c *Context) Requirement { return f(c) }
 
-// Context is what checkers judge, and where they leave the figures of the
-// summary and what later checkers use.
+// Context is what checkers judge: the run, read by the frame, and the
+// part its protocol's analysis derived from it (Part). Checkers leave the
+// figures of the summary and what later checkers use in the part.
 type Context struct {
-	input
-	s     *Summary
-	hs    []hold
-	paper map[int]time.Duration
-	// Set by the checkers that derive them, for the ones after.
-	lat    map[string][]float64
-	losses []Loss
+	info    results.RunInfo
+	topo    results.Topology
+	exp     *experiments.Experiment
+	harness []eventlog.Event
+	// events reads every process's events again, all kinds (Events).
+	events func(func(eventlog.Event) error) error
+	dir    string // the results directory ("": a literal history)
+	s      *Summary
+	part   Part
 }
 
-// What a checker of any protocol reads. Token passing's checkers (below)
-// read the derived history of package analysis directly; another
-// protocol's checkers, registered from their own package, read the run
-// through these accessors and nothing else.
+// NewContext is a context of a run that is not in a results directory (a
+// literal history, in tests): its record, topology, experiment (nil:
+// none), the harness's events and a reader of every process's events. A
+// protocol's analysis (RegisterProtocol) is not loaded: the caller sets
+// its part with SetPart.
+func NewContext(info results.RunInfo, topo results.Topology, exp *experiments.Experiment, harness []eventlog.Event,
+	events func(func(eventlog.Event) error) error) *Context {
+	return &Context{info: info, topo: topo, exp: exp, harness: harness, events: events,
+		s: &Summary{Requirements: map[string]Requirement{}, NetworkTimeScale: 1}}
+}
+
+// SetPart sets the part the protocol's checkers read (Part).
+func (c *Context) SetPart(p Part) { c.part = p }
+
+// Part is what the run's protocol's analysis derived from the run before
+// the checkers ran (its Load), nil for a protocol without one: its
+// checkers assert it to their own type.
+func (c *Context) Part() Part { return c.part }
+
+// Summary is the summary being written: the envelope (its time scales,
+// notes) and, in Figures, the protocol's part.
+func (c *Context) Summary() *Summary { return c.s }
+
+// Dir is the results directory, where a protocol's analysis writes its
+// plots and failure bundles; "" for a literal history (write nothing).
+func (c *Context) Dir() string { return c.dir }
+
+// What a checker of any protocol reads: the run through these accessors,
+// and its protocol's part.
 
 // Info is the run's record (run.json): its protocol, seed, time scales,
 // status.
@@ -58,13 +84,13 @@ func (c *Context) Experiment() *experiments.Experiment { return c.exp }
 
 // HarnessEvents is the harness's own log: schedule steps, crashes,
 // outages, notices.
-func (c *Context) HarnessEvents() []eventlog.Event { return c.h.harness }
+func (c *Context) HarnessEvents() []eventlog.Event { return c.harness }
 
 // Events calls f with every event of every process's log, each log in its
 // own order (processes one after another): every kind, with a protocol's
-// own fields in Event.Extra. It reads the logs again, so that the history
-// need keep nothing for protocols it does not know. An error of f stops
-// it and is returned.
+// own fields in Event.Extra. It reads the logs again at each call, so
+// that the frame keeps none of them in memory. An error of f stops it and
+// is returned.
 func (c *Context) Events(f func(eventlog.Event) error) error {
 	if c.events == nil {
 		return nil
@@ -123,10 +149,7 @@ func (c Composite) Verdict() Verdict {
 // registered ones; so is a protocol without checkers (nothing would be
 // judged, and nothing passes vacuously).
 func Compose(c *Context, names ...string) (Composite, error) {
-	proto := c.info.Protocol
-	if proto == "" {
-		proto = protocol.Default
-	}
+	proto := c.protocol()
 	regs := checkers[proto]
 	if len(regs) == 0 {
 		return Composite{}, fmt.Errorf("protocol %q: no checkers registered", proto)
@@ -151,28 +174,4 @@ func Compose(c *Context, names ...string) (Composite, error) {
 		out.Results[r.name] = r.c.Check(c)
 	}
 	return out, nil
-}
-
-// The checks of token passing: requirements (i)–(iv) of 002 §2, liveness
-// and agents. Duplication runs first, as it always has: the loss checker
-// reads the holds it does not change.
-func init() {
-	RegisterChecker(tokenpassing.Name, "duplication", CheckerFunc(func(c *Context) Requirement {
-		c.s.Duplications = duplication(c.hs)
-		return checkDuplication(c.hs, c.s.Duplications, c.b)
-	}))
-	RegisterChecker(tokenpassing.Name, "loss", CheckerFunc(func(c *Context) Requirement {
-		var r Requirement
-		r, c.losses = checkLoss(c.s, c.h, c.hs, c.cf, c.exp, c.paper, c.b)
-		return r
-	}))
-	RegisterChecker(tokenpassing.Name, "latency", CheckerFunc(func(c *Context) Requirement {
-		c.lat = latencies(c.s, c.h)
-		return checkLatency(c.s, c.topo, c.exp, c.lat, c.b)
-	}))
-	RegisterChecker(tokenpassing.Name, "validation", CheckerFunc(func(c *Context) Requirement { return checkValidation(c.s, c.h, c.cf, c.b) }))
-	RegisterChecker(tokenpassing.Name, "liveness", CheckerFunc(func(c *Context) Requirement {
-		return checkLiveness(c.s, c.h, c.exp, c.losses, c.paper, c.b)
-	}))
-	RegisterChecker(tokenpassing.Name, "agents", CheckerFunc(func(c *Context) Requirement { return checkAgents(c.h, c.exp) }))
 }

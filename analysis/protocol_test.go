@@ -40,21 +40,21 @@ func init() {
 			return nil
 		})
 		if err != nil {
-			return notJudged(err.Error())
+			return Unjudged(err.Error())
 		}
 		if len(spans) == 0 {
-			return notJudged("no lock was granted")
+			return Unjudged("no lock was granted")
 		}
 		sort.Slice(spans, func(i, j int) bool { return spans[i].from < spans[j].from })
 		for i := 1; i < len(spans); i++ {
 			if spans[i].from < spans[i-1].to {
 				c.Note("exclusion: %s and %s held the lock at once", spans[i-1].who, spans[i].who)
-				r := verdictOf(false)
+				r := VerdictOf(false)
 				r.Value = fmt.Sprintf("%s granted while %s held it", spans[i].who, spans[i-1].who)
 				return r
 			}
 		}
-		r := verdictOf(true)
+		r := VerdictOf(true)
 		r.Value = fmt.Sprintf("%d critical sections, none overlapping", len(spans))
 		return r
 	}))

@@ -2,10 +2,7 @@ package analysis
 
 import (
 	"fmt"
-	"sort"
-	"time"
 
-	"tokenbed/agent/eventlog"
 	"tokenbed/harness/results"
 )
 
@@ -42,7 +39,24 @@ type FailureSample struct {
 	DetectedBy string  `json:"detected_by"`
 }
 
-// ReadSamples reads the samples of the run in dir.
+// SamplesReader reads a run's samples for its protocol (token passing's:
+// analysis/tokenpassing), from c.Dir().
+type SamplesReader func(c *Context) (*Samples, error)
+
+// samplers by protocol name.
+var samplers = map[string]SamplesReader{}
+
+// RegisterSamples registers proto's samples reader, from its package's
+// init; twice panics.
+func RegisterSamples(proto string, r SamplesReader) {
+	if _, ok := samplers[proto]; ok {
+		panic("analysis: samples of " + proto + " registered twice")
+	}
+	samplers[proto] = r
+}
+
+// ReadSamples reads the samples of the run in dir, by its protocol's
+// reader (linked in as its analysis is: a blank import).
 func ReadSamples(dir string) (*Samples, error) {
 	var info results.RunInfo
 	if err := results.ReadJSON(dir, results.RunFile, &info); err != nil {
@@ -52,75 +66,11 @@ func ReadSamples(dir string) (*Samples, error) {
 	if err := results.ReadJSON(dir, results.TopologyFile, &topo); err != nil {
 		return nil, fmt.Errorf("%s: %w", results.TopologyFile, err)
 	}
-	h, err := readLogs(dir, topo)
-	if err != nil {
-		return nil, err
+	c := NewContext(info, topo, nil, nil, nil)
+	c.dir = dir
+	r, ok := samplers[c.protocol()]
+	if !ok {
+		return nil, fmt.Errorf("%s: protocol %q: no samples reader registered (link its analysis in, as harness does tokenbed/analysis/tokenpassing)", results.RunFile, c.protocol())
 	}
-	paper := h.paperTimes(info)
-	// Only what falls inside each replica's shard of the paper timeline:
-	// a real replica is stopped when the harness's clock, which reads the
-	// logs as they are written, reaches the end of its shard, a few visits
-	// late at high compression; the simulator stops it on time.
-	shard := time.Duration(info.ShardSeconds * float64(time.Second))
-	for i, t := range paper {
-		if a := h.agents[h.evs[i].agent]; shard > 0 && a != nil && (t < time.Duration(a.replica)*shard || t >= time.Duration(a.replica+1)*shard) {
-			delete(paper, i)
-		}
-	}
-	out := &Samples{Info: info, Return: returnTimes(h, paper)}
-	out.Latency = latencies(&Summary{Rejections: map[string]int{}}, h)
-	last := map[int]time.Duration{}
-	for i, e := range h.evs {
-		if _, ok := paper[i]; !ok || e.kind != eventlog.TokenAcquired {
-			continue
-		}
-		out.Acquisitions++
-		rep := 0
-		if a := h.agents[e.agent]; a != nil {
-			rep = a.replica
-		}
-		if t, ok := last[rep]; ok {
-			out.Intervals = append(out.Intervals, (paper[i] - t).Seconds())
-		}
-		last[rep] = paper[i]
-	}
-	for _, f := range h.failures() {
-		t := h.paperAt(paper, f.Mono, f.From)
-		if a := h.agents[f.From]; shard > 0 && a != nil && t >= time.Duration(a.replica+1)*shard {
-			continue
-		}
-		out.Failures = append(out.Failures, FailureSample{PaperS: t.Seconds(), Link: h.logical(f.From) + ">" + h.logical(f.To), DetectedBy: f.DetectedBy})
-	}
-	cf, err := readCapture(dir, topo, h.logical)
-	if err != nil {
-		return nil, err
-	}
-	for _, l := range h.losses(h.holds(), cf) {
-		out.Losses = append(out.Losses, l.Cause)
-	}
-	return out, nil
-}
-
-// returnTimes are the paper times between successive hits of each
-// instance, pooled per logical agent, instances in name order.
-func returnTimes(h *history, paper map[int]time.Duration) map[string][]float64 {
-	hits := map[string][]time.Duration{}
-	for i, e := range h.evs {
-		if t, ok := paper[i]; ok && e.kind == eventlog.TokenAcquired {
-			hits[e.agent] = append(hits[e.agent], t)
-		}
-	}
-	insts := make([]string, 0, len(hits))
-	for inst := range hits {
-		insts = append(insts, inst)
-	}
-	sort.Strings(insts)
-	rets := map[string][]float64{}
-	for _, inst := range insts {
-		ts, n := hits[inst], h.logical(inst)
-		for i := 1; i < len(ts); i++ {
-			rets[n] = append(rets[n], (ts[i] - ts[i-1]).Seconds())
-		}
-	}
-	return rets
+	return r(c)
 }

@@ -32,6 +32,7 @@ import (
 
 	"tokenbed/agent/eventlog"
 	"tokenbed/analysis"
+	_ "tokenbed/analysis/tokenpassing" // token passing's samples reader
 	"tokenbed/experiments"
 	"tokenbed/harness/backend"
 	_ "tokenbed/harness/protocol/tokenpassing"

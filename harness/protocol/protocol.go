@@ -10,7 +10,8 @@
 //     live observers the schedule needs (a crash target such as "holder"),
 //     and the basis of the paper clock;
 //   - the analysis half, used by package analysis: its checkers and its
-//     report sections (analysis.Register).
+//     figures and report sections (analysis.RegisterChecker,
+//     analysis.RegisterProtocol; token passing's: analysis/tokenpassing).
 //
 // Token passing (seed 002, package harness/protocol/tokenpassing) is the first
 // plug-in. A lock service (seed 001: servers and clients) is a second one

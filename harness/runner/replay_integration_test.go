@@ -19,6 +19,7 @@ import (
 
 	"tokenbed/agent/eventlog"
 	"tokenbed/analysis"
+	tpanalysis "tokenbed/analysis/tokenpassing"
 	"tokenbed/harness/results"
 	"tokenbed/internal/nsenter"
 )
@@ -107,10 +108,10 @@ func TestRestartedAgentRefusesReplaysOfItsPreviousLife(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r := s.Requirements["duplication"]; !r.Pass || len(s.Duplications) > 0 {
-		t.Fatalf("requirement (ii): %+v, duplications %+v", r, s.Duplications)
+	if r := s.Requirements["duplication"]; !r.Pass || len(tpanalysis.FiguresOf(s).Duplications) > 0 {
+		t.Fatalf("requirement (ii): %+v, duplications %+v", r, tpanalysis.FiguresOf(s).Duplications)
 	}
-	t.Logf("C: %d before-start rejections logged, %d acquisitions after the restart; rejections %v", beforeStart, acquiredAfter, s.Rejections)
+	t.Logf("C: %d before-start rejections logged, %d acquisitions after the restart; rejections %v", beforeStart, acquiredAfter, tpanalysis.FiguresOf(s).Rejections)
 }
 
 // injector records, from inside C's namespace, every UDP datagram

@@ -10,6 +10,7 @@ import (
 
 	"tokenbed/agent/eventlog"
 	"tokenbed/analysis"
+	tpanalysis "tokenbed/analysis/tokenpassing"
 )
 
 func runQuiet(t *testing.T, src string) string {
@@ -97,7 +98,7 @@ schedule:
 		t.Fatal(err)
 	}
 	hits := -1
-	for _, a := range s.Agents {
+	for _, a := range tpanalysis.FiguresOf(s).Agents {
 		if a.Agent == "D" {
 			hits = a.Hits
 		}

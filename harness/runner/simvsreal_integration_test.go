@@ -9,6 +9,7 @@ import (
 
 	"tokenbed/analysis"
 	"tokenbed/analysis/crossval"
+	_ "tokenbed/analysis/tokenpassing" // token passing's samples reader
 	"tokenbed/experiments"
 	"tokenbed/harness/backend"
 	"tokenbed/harness/sim"

@@ -14,6 +14,7 @@ import (
 
 	"tokenbed/agent/eventlog"
 	"tokenbed/analysis"
+	_ "tokenbed/analysis/tokenpassing" // token passing's checkers
 	"tokenbed/experiments"
 	"tokenbed/harness/backend"
 	_ "tokenbed/harness/protocol/tokenpassing"

@@ -8,6 +8,7 @@ import (
 	"tokenbed/agent/eventlog"
 	"tokenbed/analysis"
 	"tokenbed/analysis/pcaptimeline"
+	tpanalysis "tokenbed/analysis/tokenpassing"
 	"tokenbed/harness/results"
 	"tokenbed/harness/runner"
 	"tokenbed/netem"
@@ -102,7 +103,7 @@ func TestRunInContainersWithProfiles(t *testing.T) {
 	// above bound it from above.
 	want := map[string]float64{"A>B": 0.020, "B>A": 0.020, "A>C": 0.120, "C>A": 0.120, "B>C": 0.120, "C>B": 0.120}
 	seen := 0
-	for _, d := range s.Directions {
+	for _, d := range tpanalysis.FiguresOf(s).Directions {
 		w, ok := want[d.Link]
 		if !ok {
 			continue

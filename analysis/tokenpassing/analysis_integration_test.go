@@ -1,6 +1,8 @@
-package analysis
+package tokenpassing
 
 import (
+	"tokenbed/analysis"
+
 	"bytes"
 	"context"
 	"encoding/json"
@@ -70,9 +72,9 @@ func run(t *testing.T, agentA, mean, p99 string) string {
 	return dir
 }
 
-func analyze(t *testing.T, dir string) *Summary {
+func analyze(t *testing.T, dir string) *summary {
 	t.Helper()
-	s, err := Analyze(dir)
+	s, err := analyzed(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,12 +107,15 @@ func TestSoundRunPassesEverything(t *testing.T) {
 	// summary.json and junit.xml parse and agree.
 	var js map[string]any
 	b, _ := os.ReadFile(filepath.Join(dir, results.SummaryFile))
-	if err := json.Unmarshal(b, &js); err != nil || js["schema_version"].(float64) != SchemaVersion {
+	if err := json.Unmarshal(b, &js); err != nil || js["schema_version"].(float64) != analysis.SchemaVersion {
 		t.Errorf("summary.json: %v", err)
 	}
-	var ju junitSuite
+	var ju struct {
+		Tests    int `xml:"tests,attr"`
+		Failures int `xml:"failures,attr"`
+	}
 	b, _ = os.ReadFile(filepath.Join(dir, results.JUnitFile))
-	if err := xml.Unmarshal(b, &ju); err != nil || ju.Tests != len(Checks) || ju.Failures != 1 {
+	if err := xml.Unmarshal(b, &ju); err != nil || ju.Tests != len(s.Order()) || ju.Failures != 1 {
 		t.Errorf("junit.xml: %+v %v, want one case per check and the latency failure", ju, err)
 	}
 }

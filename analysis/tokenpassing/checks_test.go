@@ -1,6 +1,8 @@
-package analysis
+package tokenpassing
 
 import (
+	"tokenbed/analysis"
+
 	"os"
 	"path/filepath"
 	"strings"
@@ -23,15 +25,15 @@ type literal struct {
 
 // judgeFile judges a literal history. Unless told otherwise, its capture
 // is one in which every acquisition's Commit arrived and verifies.
-func judgeFile(t *testing.T, name string, l literal) (*Summary, *history) {
+func judgeFile(t *testing.T, name string, l literal) (*summary, *history) {
 	t.Helper()
-	h, err := readHistory(filepath.Join("testdata", "histories", name))
+	h, err := readHistory(filepath.Join("..", "testdata", "histories", name))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var exp *experiments.Experiment
 	if l.exp != "" {
-		if exp, err = experiments.Load(filepath.Join("testdata", "histories", l.exp)); err != nil {
+		if exp, err = experiments.Load(filepath.Join("..", "testdata", "histories", l.exp)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -56,17 +58,17 @@ func capturedCommits(h *history) *captureFacts {
 	return cf
 }
 
-func wantVerdicts(t *testing.T, s *Summary, want map[string]Verdict) {
+func wantVerdicts(t *testing.T, s *summary, want map[string]analysis.Verdict) {
 	t.Helper()
 	for k, v := range want {
-		if r := s.Requirements[k]; r.Verdict != v || r.Pass != (v == VerdictPass) {
+		if r := s.Requirements[k]; r.Verdict != v || r.Pass != (v == analysis.VerdictPass) {
 			t.Errorf("%s: %s (pass=%v), want %s: %s", k, r.Verdict, r.Pass, v, r.Detail)
 		}
 	}
 }
 
-var allPass = map[string]Verdict{"loss": VerdictPass, "duplication": VerdictPass, "latency": VerdictPass, "validation": VerdictPass,
-	"liveness": VerdictPass, "agents": VerdictPass}
+var allPass = map[string]analysis.Verdict{"loss": analysis.VerdictPass, "duplication": analysis.VerdictPass, "latency": analysis.VerdictPass, "validation": analysis.VerdictPass,
+	"liveness": analysis.VerdictPass, "agents": analysis.VerdictPass}
 
 func TestLiteralCirculatingPassesEveryCheck(t *testing.T) {
 	s, _ := judgeFile(t, "circulating.jsonl", literal{exp: "experiment.yaml"})
@@ -79,11 +81,11 @@ func TestLiteralCirculatingPassesEveryCheck(t *testing.T) {
 // A circulation that stops while (i)–(iv) pass fails liveness (issue 10).
 func TestLiteralStalledCirculationFailsLiveness(t *testing.T) {
 	s, _ := judgeFile(t, "stalled.jsonl", literal{exp: "experiment.yaml"})
-	want := map[string]Verdict{}
+	want := map[string]analysis.Verdict{}
 	for k, v := range allPass {
 		want[k] = v
 	}
-	want["liveness"] = VerdictFail
+	want["liveness"] = analysis.VerdictFail
 	wantVerdicts(t, s, want)
 	l := s.Requirements["liveness"]
 	if s.LongestGapS < 49 || !strings.Contains(l.Detail, "longest time without an acquisition 5") || !strings.Contains(l.Detail, "two visits (2.600 s") {
@@ -107,7 +109,7 @@ func TestLiteralLateCreatorIsNoStall(t *testing.T) {
 func TestLiteralSlowCirculationFailsThroughput(t *testing.T) {
 	s, _ := judgeFile(t, "slow.jsonl", literal{exp: "experiment.yaml"})
 	l := s.Requirements["liveness"]
-	if l.Verdict != VerdictFail || !strings.Contains(l.Detail, "too slow: replica 0") || s.LongestGapS > 2.6 {
+	if l.Verdict != analysis.VerdictFail || !strings.Contains(l.Detail, "too slow: replica 0") || s.LongestGapS > 2.6 {
 		t.Errorf("liveness %+v, longest gap %.3f s: want a throughput failure with every gap under 2.6 s", l, s.LongestGapS)
 	}
 	if len(s.Phases) != 1 || !s.Phases[0].Judged || s.Phases[0].PerPaperS > 0.51 || s.Phases[0].PerPaperS < 0.49 {
@@ -118,13 +120,13 @@ func TestLiteralSlowCirculationFailsThroughput(t *testing.T) {
 // A check with nothing to judge says so and neither passes nor fails.
 func TestLiteralNothingToJudgeIsNotJudged(t *testing.T) {
 	s, _ := judgeFile(t, "idle.jsonl", literal{exp: "experiment.yaml", cf: &captureFacts{}})
-	wantVerdicts(t, s, map[string]Verdict{"loss": VerdictNotJudged, "duplication": VerdictNotJudged, "validation": VerdictNotJudged})
+	wantVerdicts(t, s, map[string]analysis.Verdict{"loss": analysis.VerdictNotJudged, "duplication": analysis.VerdictNotJudged, "validation": analysis.VerdictNotJudged})
 	if !strings.Contains(s.Requirements["validation"].Detail, "no capture") {
 		t.Errorf("validation: %+v", s.Requirements["validation"])
 	}
 	// No latency figures in the experiment, no experiment at all, no
 	// capture: not judged, each saying why.
-	src, _ := os.ReadFile(filepath.Join("testdata", "histories", "experiment.yaml"))
+	src, _ := os.ReadFile(filepath.Join("..", "testdata", "histories", "experiment.yaml"))
 	noFigures := strings.Split(string(src), "checks:")[0]
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "nofig.yaml"), []byte(noFigures), 0o644)
@@ -132,14 +134,14 @@ func TestLiteralNothingToJudgeIsNotJudged(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, _ := readHistory(filepath.Join("testdata", "histories", "circulating.jsonl"))
+	h, _ := readHistory(filepath.Join("..", "testdata", "histories", "circulating.jsonl"))
 	s = judge(input{exp: exp, h: h, cf: &captureFacts{}}).s
-	wantVerdicts(t, s, map[string]Verdict{"latency": VerdictNotJudged, "validation": VerdictNotJudged, "liveness": VerdictPass})
+	wantVerdicts(t, s, map[string]analysis.Verdict{"latency": analysis.VerdictNotJudged, "validation": analysis.VerdictNotJudged, "liveness": analysis.VerdictPass})
 	if d := s.Requirements["latency"].Detail; !strings.Contains(d, "not judged: no latency figures in the experiment") {
 		t.Errorf("latency detail %q", d)
 	}
 	s = judge(input{h: h, cf: capturedCommits(h)}).s
-	wantVerdicts(t, s, map[string]Verdict{"latency": VerdictNotJudged, "liveness": VerdictNotJudged, "validation": VerdictPass})
+	wantVerdicts(t, s, map[string]analysis.Verdict{"latency": analysis.VerdictNotJudged, "liveness": analysis.VerdictNotJudged, "validation": analysis.VerdictPass})
 	report := renderReport(s, nil, nil, "")
 	if strings.Contains(report, "All four requirements") || !strings.Contains(report, "Not judged (nothing to judge): latency, liveness") ||
 		!strings.Contains(report, "| (iii) latency | not judged |") {
@@ -153,7 +155,7 @@ func TestLiteralLossCausesTellRejectedFromNotDelivered(t *testing.T) {
 	if len(s.Losses) != 1 || s.Losses[0].Cause != "commit-rejected" || !strings.Contains(s.Losses[0].Detail, "bad-signature ×3") || s.Losses[0].Explain {
 		t.Errorf("losses %+v: want one commit-rejected (bad-signature ×3), unexplained", s.Losses)
 	}
-	if s.Requirements["loss"].Verdict != VerdictFail {
+	if s.Requirements["loss"].Verdict != analysis.VerdictFail {
 		t.Errorf("loss %+v", s.Requirements["loss"])
 	}
 	s, _ = judgeFile(t, "commit-not-delivered.jsonl", literal{exp: "experiment.yaml", cf: &captureFacts{}})
@@ -162,7 +164,7 @@ func TestLiteralLossCausesTellRejectedFromNotDelivered(t *testing.T) {
 	}
 	// A capture that saw the Commit arrive, and no rejection logged (a
 	// flood's sample left it out): delivered, not acquired.
-	h, _ := readHistory(filepath.Join("testdata", "histories", "commit-not-delivered.jsonl"))
+	h, _ := readHistory(filepath.Join("..", "testdata", "histories", "commit-not-delivered.jsonl"))
 	cf := capturedCommits(h)
 	cf.badSig[commitKey{"1@A", 9, "A", "B"}] = true
 	s = judge(input{h: h, cf: cf}).s
@@ -176,7 +178,7 @@ func TestLiteralLossCausesTellRejectedFromNotDelivered(t *testing.T) {
 func TestLiteralInsiderCopyIsADuplication(t *testing.T) {
 	s, _ := judgeFile(t, "insider-copy.jsonl", literal{exp: "experiment.yaml"})
 	d := s.Requirements["duplication"]
-	if d.Verdict != VerdictFail || len(s.Duplications) != 1 || s.Duplications[0].Agents != [2]string{"B", "M"} || s.Duplications[0].Sessions[1] != 999 {
+	if d.Verdict != analysis.VerdictFail || len(s.Duplications) != 1 || s.Duplications[0].Agents != [2]string{"B", "M"} || s.Duplications[0].Sessions[1] != 999 {
 		t.Fatalf("duplication %+v, %+v: want B and M holding 1@A at once, M in session 999", d, s.Duplications)
 	}
 	if !slicesContains(s.Failed(), "duplication") {
@@ -209,7 +211,7 @@ func TestLiteralSeqGapKeyedByProcessLifetime(t *testing.T) {
 	if len(notes) != 1 || !strings.HasPrefix(notes[0], "B:") || !strings.Contains(notes[0], "seq 10 after 7") {
 		t.Errorf("sequence notes %q: want one, for B's lost lines 8 and 9, none for A's restart", notes)
 	}
-	wantVerdicts(t, s, map[string]Verdict{"agents": VerdictPass, "liveness": VerdictPass, "duplication": VerdictPass, "loss": VerdictPass})
+	wantVerdicts(t, s, map[string]analysis.Verdict{"agents": analysis.VerdictPass, "liveness": analysis.VerdictPass, "duplication": analysis.VerdictPass, "loss": analysis.VerdictPass})
 }
 
 // Item 15 of issue 11: the report says exactly what was checked. The
@@ -218,9 +220,9 @@ func TestLiteralSeqGapKeyedByProcessLifetime(t *testing.T) {
 // check did not compare.
 func TestLiteralReportSaysWhatWasChecked(t *testing.T) {
 	s, _ := judgeFile(t, "circulating.jsonl", literal{exp: "experiment.yaml"})
-	exp, _ := experiments.Load(filepath.Join("testdata", "histories", "experiment.yaml"))
+	exp, _ := experiments.Load(filepath.Join("..", "testdata", "histories", "experiment.yaml"))
 	l := s.Requirements["latency"]
-	if l.Verdict != VerdictPass || !strings.Contains(l.Detail, "A>B p50 0.0060 s vs 0.0060 s") || strings.Contains(l.Detail, "mean") || strings.Contains(l.Detail, "p99") {
+	if l.Verdict != analysis.VerdictPass || !strings.Contains(l.Detail, "A>B p50 0.0060 s vs 0.0060 s") || strings.Contains(l.Detail, "mean") || strings.Contains(l.Detail, "p99") {
 		t.Errorf("latency detail %q: want the A>B median only", l.Detail)
 	}
 	report := renderReport(s, exp, nil, "")

@@ -1,6 +1,8 @@
-package analysis
+package tokenpassing
 
 import (
+	"tokenbed/analysis"
+
 	"fmt"
 	"math"
 	"sort"
@@ -113,13 +115,13 @@ type Phase struct {
 
 // checkLiveness judges, per replica, the longest time without any
 // acquisition and the throughput of each phase between schedule events.
-func checkLiveness(s *Summary, h *history, exp *experiments.Experiment, losses []Loss, paper map[int]time.Duration, b *bundler) Requirement {
+func checkLiveness(s *summary, h *history, exp *experiments.Experiment, losses []Loss, paper map[int]time.Duration, b *bundler) analysis.Requirement {
 	if exp == nil {
-		return notJudged("no experiment file in the results to derive a liveness bound from")
+		return analysis.Unjudged("no experiment file in the results to derive a liveness bound from")
 	}
 	lb, why := bounds(exp)
 	if why != "" {
-		return notJudged(why)
+		return analysis.Unjudged(why)
 	}
 	finished := h.replicaFinished()
 	runEnd := h.runEndMono()
@@ -284,9 +286,9 @@ func checkLiveness(s *Summary, h *history, exp *experiments.Experiment, losses [
 		}
 	}
 	if len(phases) == 0 {
-		return notJudged("no agent event in the logs")
+		return analysis.Unjudged("no agent event in the logs")
 	}
-	r := verdictOf(time.Duration(worstGap) <= gapBound && len(slow) == 0)
+	r := analysis.VerdictOf(time.Duration(worstGap) <= gapBound && len(slow) == 0)
 	r.Value = fmt.Sprintf("longest gap %.3f s", s.LongestGapS)
 	r.Detail = fmt.Sprintf("longest time without an acquisition %.3f s (%s); %d phases, %d judged for throughput", s.LongestGapS, worstAt, len(phases), judgedN)
 	if len(slow) > 0 {

@@ -1,6 +1,8 @@
-package analysis
+package tokenpassing
 
 import (
+	"tokenbed/analysis"
+
 	"bytes"
 	"encoding/json"
 	"encoding/xml"
@@ -174,7 +176,7 @@ func TestZoomWindows(t *testing.T) {
 // The glue reads faults and events from a literal history: an outage
 // the harness logged, the failure it caused, a crash, a loss.
 func TestFaultTimelineFromHistory(t *testing.T) {
-	base, err := os.ReadFile(filepath.Join("testdata", "histories", "circulating.jsonl"))
+	base, err := os.ReadFile(filepath.Join("..", "testdata", "histories", "circulating.jsonl"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,7 +214,7 @@ func TestFaultTimelineFromHistory(t *testing.T) {
 	}
 	hs := h.holds()
 	paper := h.paperTimes(results.RunInfo{TimeScale: 1})
-	tl := faultTimeline(&Summary{PaperSeconds: 45}, h, hs, paper)
+	tl := faultTimeline(&summary{&analysis.Summary{PaperSeconds: 45}, &Figures{}}, h, hs, paper)
 	if tl.PaperEnd != 45 {
 		t.Errorf("paper end %g, want the run's 45 s", tl.PaperEnd)
 	}
@@ -247,7 +249,7 @@ func TestFaultTimelineFromHistory(t *testing.T) {
 	}
 
 	dir := t.TempDir()
-	files, note, err := writePlots(dir, &Summary{}, h, hs, paper, nil)
+	files, note, err := writePlots(dir, &summary{&analysis.Summary{}, &Figures{}}, h, hs, paper, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,7 +263,7 @@ func TestFaultTimelineFromHistory(t *testing.T) {
 		t.Errorf("note %q with every event zoomed", note)
 	}
 	checkImages(t, dir, files)
-	if r := renderReport(&Summary{}, nil, files, "Zoomed windows: 1 of 3"); !strings.Contains(r, "## Plots\n\nZoomed windows: 1 of 3\n\n![plots/") {
+	if r := renderReport(&summary{&analysis.Summary{}, &Figures{}}, nil, files, "Zoomed windows: 1 of 3"); !strings.Contains(r, "## Plots\n\nZoomed windows: 1 of 3\n\n![plots/") {
 		t.Errorf("the report does not put the note above the plots:\n%s", r[strings.Index(r, "## Plots"):])
 	}
 }

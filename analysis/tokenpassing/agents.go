@@ -1,6 +1,8 @@
-package analysis
+package tokenpassing
 
 import (
+	"tokenbed/analysis"
+
 	"fmt"
 	"strings"
 
@@ -13,10 +15,10 @@ import (
 // by a signal the schedule did not send; it was started but its log is
 // missing or empty; or a process of it never logged agent_started. A run
 // that loses an agent silently would otherwise judge the others only.
-func checkAgents(h *history, exp *experiments.Experiment) Requirement {
+func checkAgents(h *history, exp *experiments.Experiment) analysis.Requirement {
 	insts := h.instances()
 	if len(insts) == 0 {
-		return notJudged("no agents in the topology")
+		return analysis.Unjudged("no agents in the topology")
 	}
 	started := map[string]bool{} // by the harness's own record
 	crashes := map[string]int{}
@@ -57,7 +59,7 @@ func checkAgents(h *history, exp *experiments.Experiment) Requirement {
 			problems = append(problems, fmt.Sprintf("%s: %d of its processes did not log agent_started first", inst, a.headless))
 		}
 	}
-	r := verdictOf(len(problems) == 0)
+	r := analysis.VerdictOf(len(problems) == 0)
 	r.Value = fmt.Sprintf("%d problems", len(problems))
 	if r.Pass {
 		r.Detail = fmt.Sprintf("%d agents: every agent started logged agent_started first in each process, and every process exited with status 0 or by the schedule's SIGKILL", len(insts))

@@ -1,4 +1,4 @@
-package analysis
+package tokenpassing
 
 import (
 	"errors"
@@ -23,7 +23,7 @@ import (
 // histogram and the fault plots (plots_faults.go). It returns the plots'
 // paths relative to the results directory and a note on the events not
 // zoomed.
-func writePlots(dir string, s *Summary, h *history, hs []hold, paper map[int]time.Duration, lat map[string][]float64) ([]string, string, error) {
+func writePlots(dir string, s *summary, h *history, hs []hold, paper map[int]time.Duration, lat map[string][]float64) ([]string, string, error) {
 	out := filepath.Join(dir, results.PlotsDir)
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return nil, "", err
@@ -113,7 +113,7 @@ func writePlots(dir string, s *Summary, h *history, hs []hold, paper map[int]tim
 
 // faultTimeline is the plain data of the fault plots: wall times from the
 // first event, paper times from the replicas' paper clocks.
-func faultTimeline(s *Summary, h *history, hs []hold, paper map[int]time.Duration) FaultTimeline {
+func faultTimeline(s *summary, h *history, hs []hold, paper map[int]time.Duration) FaultTimeline {
 	t := FaultTimeline{PaperEnd: s.PaperSeconds}
 	if len(h.evs) == 0 {
 		return t

@@ -1,4 +1,4 @@
-package analysis
+package tokenpassing
 
 import (
 	"os"
@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"tokenbed/agent/eventlog"
+	"tokenbed/analysis"
 	"tokenbed/harness/results"
 )
 
@@ -15,7 +16,7 @@ import (
 // directions.
 func TestReadSamples(t *testing.T) {
 	dir := copyRun(t, "clean")
-	s, err := ReadSamples(dir)
+	s, err := analysis.ReadSamples(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -26,7 +27,7 @@ func TestReadSamples(t *testing.T) {
 	if len(s.Return["A"]) == 0 || len(s.Return["B"]) == 0 || len(s.Latency["A>B"]) == 0 || len(s.Latency["B>A"]) == 0 {
 		t.Errorf("samples: return times %v, latency directions %v", s.Return, keys(s.Latency))
 	}
-	sum, err := Analyze(copyRun(t, "clean"))
+	sum, err := analyzed(copyRun(t, "clean"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +56,7 @@ func TestReadSamplesKeepsTheShard(t *testing.T) {
 	if err := results.WriteJSON(dir, results.RunFile, info); err != nil {
 		t.Fatal(err)
 	}
-	s, err := ReadSamples(dir)
+	s, err := analysis.ReadSamples(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

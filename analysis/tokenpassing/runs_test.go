@@ -1,6 +1,8 @@
-package analysis
+package tokenpassing
 
 import (
+	"tokenbed/analysis"
+
 	"net"
 	"net/netip"
 	"os"
@@ -32,7 +34,7 @@ func copyRun(t *testing.T, name string) string {
 	t.Helper()
 	dst := t.TempDir()
 	for _, layer := range []string{"clean", name} {
-		src := filepath.Join("testdata", "runs", layer)
+		src := filepath.Join("..", "testdata", "runs", layer)
 		err := filepath.Walk(src, func(p string, fi os.FileInfo, err error) error {
 			if err != nil {
 				return err
@@ -76,18 +78,18 @@ func TestRunAgentsCheck(t *testing.T) {
 	} {
 		t.Run(c.run, func(t *testing.T) {
 			dir := copyRun(t, c.run)
-			s, err := Analyze(dir)
+			s, err := analyzed(dir)
 			if err != nil {
 				t.Fatal(err)
 			}
 			r := s.Requirements["agents"]
 			if c.want == "" {
-				if r.Verdict != VerdictPass {
+				if r.Verdict != analysis.VerdictPass {
 					t.Errorf("agents %+v, want a pass", r)
 				}
 				return
 			}
-			if r.Verdict != VerdictFail || !strings.Contains(r.Detail, c.want) || !slicesContains(s.Failed(), "agents") {
+			if r.Verdict != analysis.VerdictFail || !strings.Contains(r.Detail, c.want) || !slicesContains(s.Failed(), "agents") {
 				t.Errorf("agents %+v, want a failure saying %q", r, c.want)
 			}
 			report, _ := os.ReadFile(filepath.Join(dir, results.ReportFile))
@@ -105,7 +107,7 @@ func TestRunAgentsScheduledCrashIsFine(t *testing.T) {
 	h.harness = []eventlog.Event{{Kind: eventlog.AgentCrash, Peer: "C"}, {Kind: eventlog.AgentExit, Peer: "C", Detail: "killed by signal 9 (killed)"},
 		{Kind: eventlog.AgentExit, Peer: "C", Detail: "killed by signal 9 (killed)"}}
 	r := checkAgents(h, nil)
-	if r.Verdict != VerdictFail || strings.Count(r.Detail, "killed by signal 9") != 1 {
+	if r.Verdict != analysis.VerdictFail || strings.Count(r.Detail, "killed by signal 9") != 1 {
 		t.Errorf("one scheduled crash, two SIGKILLed exits: %+v, want the second one only reported", r)
 	}
 }
@@ -116,7 +118,7 @@ func TestRunAgentsScheduledCrashIsFine(t *testing.T) {
 // capture that misses a Commit still fails.
 func TestValidationStopsWhereAKilledCaptureEnds(t *testing.T) {
 	dir := copyRun(t, "clean")
-	h, err := readHistory(filepath.Join("testdata", "histories", "circulating.jsonl"))
+	h, err := readHistory(filepath.Join("..", "testdata", "histories", "circulating.jsonl"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,21 +132,21 @@ func TestValidationStopsWhereAKilledCaptureEnds(t *testing.T) {
 	// The killed capture: every Commit but the last acquisition's, which
 	// was still in the writer's memory.
 	writeCapture(t, dir, acqs[:len(acqs)-1], false)
-	s, err := Analyze(dir)
+	s, err := analyzed(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	v := s.Requirements["validation"]
-	if v.Verdict != VerdictPass || !strings.Contains(v.Detail, "1 acquisitions after the capture ends without their Commit") || v.Value != "56 of 56" {
+	if v.Verdict != analysis.VerdictPass || !strings.Contains(v.Detail, "1 acquisitions after the capture ends without their Commit") || v.Value != "56 of 56" {
 		t.Errorf("killed capture: validation %+v, want a pass on the 56 acquisitions before its end, the last one not judged", v)
 	}
 	// The same capture, stopped properly: the missing Commit is a failure.
 	writeCapture(t, dir, acqs[:len(acqs)-1], true)
-	s, err = Analyze(dir)
+	s, err = analyzed(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v := s.Requirements["validation"]; v.Verdict != VerdictFail || !strings.Contains(v.Detail, "session "+strconv.FormatUint(last.session, 10)+" ") {
+	if v := s.Requirements["validation"]; v.Verdict != analysis.VerdictFail || !strings.Contains(v.Detail, "session "+strconv.FormatUint(last.session, 10)+" ") {
 		t.Errorf("complete capture without the last Commit: %+v, want a failure on session %d", v, last.session)
 	}
 }

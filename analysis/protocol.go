@@ -1,0 +1,72 @@
+package analysis
+
+// Analysis is a protocol's own analysis, registered by the protocol's
+// name beside its checkers (RegisterChecker): what its checkers judge
+// beyond the run the frame reads (token passing: its history of holds,
+// the capture's facts), its part of summary.json and its sections of
+// report.md. A protocol without one gets the frame alone: the checks
+// table, the notes, summary.json's envelope and junit.xml.
+type Analysis interface {
+	// Load derives the protocol's part from the run, before any checker
+	// runs: c's accessors, and c.Dir() for files of its own (the
+	// capture).
+	Load(c *Context) (Part, error)
+}
+
+// Part is a protocol's part of one run's analysis (Context.Part).
+type Part interface {
+	// Frame is how the report names the run and its checks.
+	Frame() Frame
+	// Figures is the protocol's part of summary.json: a value written
+	// as a JSON object whose fields sit beside the envelope's
+	// (Summary.Figures).
+	Figures() any
+	// Begin adds what precedes the checkers to the summary (its notes on
+	// what was read, figures no checker derives).
+	Begin(c *Context)
+	// Finish completes the figures once every checker ran.
+	Finish(c *Context)
+	// Sections writes the protocol's sections of report.md, after the
+	// checks table and before the notes, drawing its plots under
+	// c.Dir(). An error (a plot not drawn) is reported at the end of the
+	// report; the sections are kept.
+	Sections(c *Context) (string, error)
+}
+
+// Frame is how report.md and junit.xml name a protocol's run and checks.
+type Frame struct {
+	Title string // "Endurance report": the heading, before ": run ID"
+	// Checks is what the checks table covers, in its heading's
+	// parentheses ("" none).
+	Checks string
+	// AllPass is what passes when every check does, in the headline
+	// ("Every check passes: ALLPASS."; "" none).
+	AllPass string
+	// Order is the report order of the checks (nil: the order they run).
+	Order []string
+	// Labels name checks in the table (a check without one: its name).
+	Labels map[string]string
+	// Suite names the junit suite, before the run ID.
+	Suite string
+}
+
+// analyses by protocol name.
+var analyses = map[string]Analysis{}
+
+// RegisterProtocol registers proto's analysis, from its package's init;
+// twice panics.
+func RegisterProtocol(proto string, a Analysis) {
+	if _, ok := analyses[proto]; ok {
+		panic("analysis: protocol " + proto + " registered twice")
+	}
+	analyses[proto] = a
+}
+
+// frame is the part's frame, or the frame of a protocol with checkers
+// alone.
+func (c *Context) frame() Frame {
+	if c.part != nil {
+		return c.part.Frame()
+	}
+	return Frame{Title: "Report", Suite: "tokenbed " + c.protocol()}
+}
