@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	_ "tokenbed/analysis/tokenpassing" // token passing's analysis (the swarm judges with it)
 	"tokenbed/experiments"
 	_ "tokenbed/harness/protocol/tokenpassing"
 )
