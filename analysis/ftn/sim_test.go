@@ -50,7 +50,11 @@ func TestSimulatedRun(t *testing.T) {
 	for j := range 10 {
 		add(fmt.Sprintf("c%d", j), "client", 1, byte(j+1))
 	}
-	w := sim.New(sim.Config{Seed: 1})
+	// The observer sees events as the runner's does (sim.Config.OnEvent):
+	// the simulator buffers the logs, so reading them mid-run would not.
+	var proto ftnproto.Protocol
+	obs := proto.NewObserver()
+	w := sim.New(sim.Config{Seed: 1, OnEvent: obs.Observe})
 	defer w.Close()
 	link, _ := netem.Parse("delay 2ms 1ms")
 	cut, _ := netem.Parse("loss 100%")
@@ -69,7 +73,6 @@ func TestSimulatedRun(t *testing.T) {
 		}
 	}
 	e := &experiments.Experiment{TimeScale: 1}
-	var proto ftnproto.Protocol
 	start := func(p protocol.Process) {
 		var peers []protocol.Process
 		for _, q := range procs {
@@ -107,16 +110,6 @@ func TestSimulatedRun(t *testing.T) {
 	}
 	run(15 * time.Second)
 	// Crash the leader (the observer finds it, as the runner's would).
-	obs := proto.NewObserver()
-	for _, p := range procs {
-		evs, err := eventlog.ReadFile(filepath.Join(dir, p.Instance+".jsonl"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, ev := range evs {
-			obs.Observe(p.Instance, ev)
-		}
-	}
 	leader, ok := obs.Target(ftnproto.TargetLeader, []string{"s0", "s1", "s2"})
 	if !ok {
 		t.Fatal("no leader after 15 s")
@@ -153,6 +146,7 @@ func TestSimulatedRun(t *testing.T) {
 	}
 	harness = append(harness, eventlog.Event{Agent: "harness", Kind: eventlog.OutageEnd, MonoNS: mono()})
 	run(60 * time.Second)
+	w.Close() // the logs are buffered: on disk once closed
 	evs := harness
 	for _, p := range procs {
 		pe, err := eventlog.ReadFile(filepath.Join(dir, p.Instance+".jsonl"))
