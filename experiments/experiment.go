@@ -60,10 +60,12 @@ type Defaults struct {
 // AgentConfig is the part of the agent configuration an experiment sets.
 // A zero field inherits (agent ← defaults ← built-in).
 type AgentConfig struct {
-	Passing      config.Passing    `yaml:"passing"`
-	RandomWalk   config.RandomWalk `yaml:"randomwalk"`
-	Wandering    config.Wandering  `yaml:"wandering"`
-	DirectoryTTL time.Duration     `yaml:"directory_ttl"`
+	Passing      config.Passing      `yaml:"passing"`
+	RandomWalk   config.RandomWalk   `yaml:"randomwalk"`
+	Wandering    config.Wandering    `yaml:"wandering"`
+	Wandering004 config.Wandering004 `yaml:"wandering-004"`
+	Baseline     config.Baseline     `yaml:"baseline"`
+	DirectoryTTL time.Duration       `yaml:"directory_ttl"`
 	// Fault makes a deliberately broken agent (see agent/config).
 	Fault string `yaml:"fault"`
 	// DropRate drops outgoing datagrams in the agent itself (tests).
@@ -332,7 +334,7 @@ func resolve(name string, f *File, yf *strictyaml.File) (*Experiment, error) {
 		overlay(&cfg, a.Config)
 		e.Agents = append(e.Agents, Agent{Name: a.Name, Role: r, Generate: a.Generate, Later: a.Later, Config: cfg})
 		// Let the agent's own validation speak for the merged settings.
-		c := config.Config{Name: "x", Listen: "10.0.0.1:1", CA: "x", Credentials: "x", Passing: cfg.Passing, RandomWalk: cfg.RandomWalk, Wandering: cfg.Wandering, Role: r, Fault: cfg.Fault, DropRate: cfg.DropRate}
+		c := config.Config{Name: "x", Listen: "10.0.0.1:1", CA: "x", Credentials: "x", Passing: cfg.Passing, RandomWalk: cfg.RandomWalk, Wandering: cfg.Wandering, Wandering004: cfg.Wandering004, Baseline: cfg.Baseline, Role: r, Fault: cfg.Fault, DropRate: cfg.DropRate}
 		if _, err := c.Validate(); err != nil {
 			for _, line := range strings.Split(err.Error(), "\n") {
 				_, msg, _ := strings.Cut(line, ": ")

@@ -11,8 +11,10 @@ import (
 	"time"
 
 	"tokenbed/agent/circulation"
+	"tokenbed/agent/circulation/baseline"
 	"tokenbed/agent/circulation/randomwalk"
 	"tokenbed/agent/circulation/wandering"
+	"tokenbed/agent/circulation/wandering004"
 	"tokenbed/agent/node"
 	"tokenbed/agent/passing"
 	"tokenbed/agent/wire"
@@ -24,6 +26,9 @@ import (
 const (
 	RoleRandomWalk = randomwalk.Role // 002 §3.2, the default
 	RoleWandering  = wandering.Role  // 003 Fig. 1
+	// Issue 16; the sections move into the policy packages with issue 12.
+	RoleWandering004 = wandering004.Role // 004 Fig. 2
+	RoleBaseline     = baseline.Role     // 003 §3, 004 §2: no token
 )
 
 // Roles lists the roles this build runs.
@@ -73,6 +78,25 @@ type Wandering struct {
 	GenerateAtStart bool          `yaml:"generate_at_start"`
 }
 
+// Wandering004 configures the Wandering Token of seed 004 (Table 2).
+type Wandering004 struct {
+	Op              time.Duration `yaml:"op"`   // Δop, default 4s
+	Skip            time.Duration `yaml:"skip"` // Δskip, default 1s
+	N               int           `yaml:"n"`    // for Δmin = 1.5·Δop·N when min is not set
+	Min             time.Duration `yaml:"min"`  // Δmin, default 600s (Table 2's value) unless n is set
+	Max             time.Duration `yaml:"max"`  // Δmax, default 3 × min
+	K1              float64       `yaml:"k1"`   // default 1.5
+	K2              float64       `yaml:"k2"`   // default 0.05
+	GenerateAtStart bool          `yaml:"generate_at_start"`
+}
+
+// Baseline configures the uncoordinated baseline (003 §3, 004 §2).
+type Baseline struct {
+	Op     time.Duration `yaml:"op"`     // Δop, default 4s
+	Rule   string        `yaml:"rule"`   // "003" (1200 ± 600 s) or "004" (Δmin + U[0, Δmin/2])
+	Period time.Duration `yaml:"period"` // default 1200s (003) or 600s (004)
+}
+
 // Config is the agent configuration file.
 type Config struct {
 	Name string `yaml:"name"`
@@ -99,6 +123,8 @@ type Config struct {
 	Passing          Passing       `yaml:"passing"`
 	RandomWalk       RandomWalk    `yaml:"randomwalk"`
 	Wandering        Wandering     `yaml:"wandering"`
+	Wandering004     Wandering004  `yaml:"wandering-004"`
+	Baseline         Baseline      `yaml:"baseline"`
 	// Fault breaks the protocol on purpose (skip_ack_check,
 	// acquire_on_move) to prove that the testbed catches a broken agent.
 	Fault string `yaml:"fault"`
@@ -170,6 +196,8 @@ type Resolved struct {
 	Passing          passing.Config
 	RandomWalk       randomwalk.Config
 	Wandering        wandering.Config
+	Wandering004     wandering004.Config
+	Baseline         baseline.Config
 }
 
 // Policy is the resolved configuration of the role's own section, for
@@ -180,6 +208,10 @@ func (r *Resolved) Policy() any {
 		return r.Wandering
 	case RoleRandomWalk:
 		return r.RandomWalk
+	case RoleWandering004:
+		return r.Wandering004
+	case RoleBaseline:
+		return r.Baseline
 	}
 	return nil
 }
@@ -329,6 +361,31 @@ func (c *Config) Validate() (*Resolved, error) {
 		field, _, _ := strings.Cut(err.Error(), ":")
 		c.errorf("$.wandering."+strings.SplitN(field, ",", 2)[0], "%v", strings.TrimPrefix(err.Error(), field+": "))
 	}
+	w4 := wandering004.Config{Op: 4 * time.Second, Skip: time.Second, N: c.Wandering004.N, Min: c.Wandering004.Min,
+		Max: c.Wandering004.Max, K1: c.Wandering004.K1, K2: c.Wandering004.K2, GenerateAtStart: c.Wandering004.GenerateAtStart}
+	if c.Wandering004.Op != 0 {
+		w4.Op = c.Wandering004.Op
+	}
+	if c.Wandering004.Skip != 0 {
+		w4.Skip = c.Wandering004.Skip
+	}
+	if w4.Min == 0 && w4.N == 0 {
+		w4.Min = 600 * time.Second
+	}
+	if err := w4.Validate(); err != nil {
+		field, _, _ := strings.Cut(err.Error(), ":")
+		c.errorf("$.wandering-004."+field, "%v", strings.TrimPrefix(err.Error(), field+": "))
+	}
+	bc := baseline.Config{Op: 4 * time.Second, Rule: c.Baseline.Rule, Period: c.Baseline.Period}
+	if c.Baseline.Op != 0 {
+		bc.Op = c.Baseline.Op
+	}
+	if r.Role == RoleBaseline {
+		if err := bc.Validate(); err != nil {
+			field, _, _ := strings.Cut(err.Error(), ":")
+			c.errorf("$.baseline."+field, "%v", strings.TrimPrefix(err.Error(), field+": "))
+		}
+	}
 	if err := c.file.Err(); err != nil {
 		return nil, err
 	}
@@ -344,5 +401,11 @@ func (c *Config) Validate() (*Resolved, error) {
 	wc = wc.WithDefaults()
 	wc.Op, wc.Skip, wc.Min, wc.Generate = div(wc.Op), div(wc.Skip), div(wc.Min), div(wc.Generate)
 	r.Wandering = wc
+	w4 = w4.WithDefaults()
+	w4.Op, w4.Skip, w4.Min, w4.Max = div(w4.Op), div(w4.Skip), div(w4.Min), div(w4.Max)
+	r.Wandering004 = w4
+	bc = bc.WithDefaults()
+	bc.Op, bc.Period = div(bc.Op), div(bc.Period)
+	r.Baseline = bc
 	return r, nil
 }

@@ -43,9 +43,11 @@ func (Protocol) Config(e *experiments.Experiment, p protocol.Process, peers []pr
 	c := config.Config{Name: p.Instance, Listen: p.Addr.String(), CA: f.CACert, Credentials: f.Credentials, Log: f.Log,
 		Role: p.Spec.Role, Seed: seed, TimeScale: e.TimeScale, NetworkTimeScale: e.NetworkTimeScale,
 		DirectoryTTL: sc.DirectoryTTL, Passing: sc.Passing, RandomWalk: sc.RandomWalk, Wandering: sc.Wandering,
+		Wandering004: sc.Wandering004, Baseline: sc.Baseline,
 		Fault: sc.Fault, DropRate: sc.DropRate}
 	c.RandomWalk.GenerateAtStart = p.Spec.Generate && p.Spec.Role == config.RoleRandomWalk
 	c.Wandering.GenerateAtStart = p.Spec.Generate && p.Spec.Role == config.RoleWandering
+	c.Wandering004.GenerateAtStart = p.Spec.Generate && p.Spec.Role == config.RoleWandering004
 	for _, o := range peers {
 		peer := config.Peer{Name: o.Instance, Addr: o.Addr.String()}
 		// Replicas after the first replay the middle of the paper's run,
