@@ -8,7 +8,7 @@ export CGO_ENABLED := 0
 GOFLAGS_BUILD := -trimpath
 BACKEND   ?= netns
 
-.PHONY: all deps build test test-unit vet fmt-check fuzz bench bench-sim validate-netem demo endurance endurance-smoke nightly clean clean-host image
+.PHONY: all deps build test test-unit vet fmt-check fuzz bench bench-sim validate-netem demo endurance endurance-smoke nightly clean clean-host image wandering
 
 all: build
 
@@ -88,6 +88,15 @@ nightly: build
 # A 3-agent run with per-link profiles, an outage and a crash.
 demo: build
 	./$(BIN)/harness run --backend $(BACKEND) $(HARNESS_FLAGS) experiments/three-agents.yaml
+
+# The Wandering Token (seeds 003 and 004) on the simulator: 004 Tables 1,
+# 3, 4, 5 and 003 Figs. 2-5 beside the papers' numbers, in
+# results/wandering/report.md with plots (README, "The Wandering Token").
+# The defaults fit in minutes here; WANDERING_FLAGS="-scale004 1
+# -transients 100" runs 004's full lengths (about an hour).
+WANDERING_FLAGS ?= -scale004 0.1 -transients 10
+wandering: deps
+	$(GO) run $(GOFLAGS_BUILD) ./cmd/wandering -out results/wandering $(WANDERING_FLAGS)
 
 # Remove what a killed run left behind (namespaces, processes, UML directories).
 clean-host: build

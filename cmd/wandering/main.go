@@ -9,13 +9,14 @@
 // (O(N⁴) lookups, minutes before the first event); the seams are (the
 // experiment file, protocol.Config, protocol.Simulated, sim.World).
 //
-//	wandering [-out results/wandering] [-only REGEXP] [-scale 1] [-report-only]
+//	wandering [-out results/wandering] [-only REGEXP] [-scale 1] [-scale004 1] [-transients 100] [-report-only]
 //
 // Each scenario writes OUT/NAME/ (experiment.yaml, manifest.json with the
 // seed, the injected losses and the wall time, logs/); then package
 // analysis/wandering reads them all and writes OUT/report.md and
-// OUT/plots/. -scale shortens every run (and the transients' count) for
-// a quick check; the report says so.
+// OUT/plots/. -scale shortens every run for a quick check, -scale004 the
+// two long runs of 004 Tables 3 and 4, -transients the count of 004
+// Table 5; the report's first table says what ran.
 package main
 
 import (
@@ -25,6 +26,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime/pprof"
+	"strings"
 	"time"
 
 	"tokenbed/analysis/wandering"
@@ -65,7 +67,9 @@ func scenarios() []Scenario {
 func main() {
 	out := flag.String("out", filepath.Join("results", "wandering"), "results directory")
 	only := flag.String("only", "", "run only the scenarios whose name matches this regular expression")
-	scale := flag.Float64("scale", 1, "fraction of each run's length (and of the transients) to simulate")
+	scale := flag.Float64("scale", 1, "fraction of every run's length to simulate (a quick check)")
+	scale004 := flag.Float64("scale004", 1, "fraction of the 10^6 time units of 004 Tables 3 and 4 to simulate (Table 1, the baseline, has no passes and always runs in full)")
+	transients := flag.Int("transients", 100, "loss transients per N for 004 Table 5 (the paper: 100)")
 	reportOnly := flag.Bool("report-only", false, "only analyse what OUT holds")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile here")
 	flag.Parse()
@@ -82,8 +86,8 @@ func main() {
 		fmt.Fprintln(os.Stderr, "wandering: -only:", err)
 		os.Exit(2)
 	}
-	if *scale <= 0 || *scale > 1 {
-		fmt.Fprintln(os.Stderr, "wandering: -scale: want (0, 1]")
+	if *scale <= 0 || *scale > 1 || *scale004 <= 0 || *scale004 > 1 || *transients < 1 {
+		fmt.Fprintln(os.Stderr, "wandering: -scale, -scale004: want (0, 1]; -transients: want at least 1")
 		os.Exit(2)
 	}
 	if !*reportOnly {
@@ -92,8 +96,11 @@ func main() {
 				continue
 			}
 			s.Span = time.Duration(float64(s.Span) * *scale)
+			if strings.HasPrefix(s.Name, "t3-") {
+				s.Span = time.Duration(float64(s.Span) * *scale004)
+			}
 			if s.Transients > 0 {
-				s.Transients = max(1, int(float64(s.Transients)**scale+0.5))
+				s.Transients = *transients
 			}
 			dir := filepath.Join(*out, s.Name)
 			if err := os.RemoveAll(dir); err != nil {
