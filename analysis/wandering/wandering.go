@@ -313,34 +313,55 @@ func (r *Run) TokenCount() []Step {
 }
 
 // Stabilizations returns, for each injected loss, the time from the loss
-// until the number of tokens became 1 for good (until the next loss or
-// the end of the run); NaN-free: a transient that never settled before
-// the next loss is reported in unsettled instead.
-func (r *Run) Stabilizations() (durs []float64, unsettled int) {
+// until the system is stable again, and how many transients did not
+// settle before the next loss or the end of the run. Stable, from time T
+// on (until the next loss): at least one token at all times, and more
+// than one only in spikes shorter than maxSpike. Spurious tokens are
+// generated and removed all the time in a stable system (003 §3: "narrow
+// positive spikes"; in wandering-004 most last no longer than one pass),
+// so "exactly one token" would never hold for long; a spike longer than
+// maxSpike (Δmin for the reports) is part of the transient.
+func (r *Run) Stabilizations(maxSpike float64) (durs []float64, unsettled int) {
 	s := r.TokenCount()
 	for i, l := range r.Losses {
 		end := r.SpanS
 		if i+1 < len(r.Losses) {
 			end = r.Losses[i+1].AtS
 		}
-		settled := -1.0
-		for _, st := range s {
+		settled, spike := -1.0, -1.0 // candidate start of stability; start of the current spike
+		for j, st := range s {
+			next := end
+			if j+1 < len(s) {
+				next = min(s[j+1].T, end)
+			}
+			if next <= l.AtS {
+				continue
+			}
 			if st.T >= end {
 				break
 			}
+			t := max(st.T, l.AtS)
 			switch {
-			case st.T > l.AtS && st.V == 1 && settled < 0:
-				settled = st.T
-			case st.T > l.AtS && st.V != 1:
-				settled = -1
-			case st.T <= l.AtS: // the count at the loss
-				settled = -1
-				if st.V == 1 {
-					settled = l.AtS
+			case st.V == 0:
+				settled, spike = -1, -1
+			case st.V == 1:
+				if spike >= 0 && t-spike > maxSpike {
+					settled = t // a long spike: stability starts when it ends
+				}
+				spike = -1
+				if settled < 0 {
+					settled = t
+				}
+			default:
+				if spike < 0 {
+					spike = t
+				}
+				if settled < 0 {
+					settled = t // a spike may begin stability: judged when it ends
 				}
 			}
 		}
-		if settled < 0 {
+		if settled < 0 || spike >= 0 && end-spike > maxSpike {
 			unsettled++
 			continue
 		}

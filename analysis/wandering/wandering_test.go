@@ -74,13 +74,22 @@ func TestTokensAndStabilization(t *testing.T) {
 		t.Errorf("tokens %s, want %s", got, want)
 	}
 	// After the loss at 60 no token comes back: unsettled.
-	if d, un := r.Stabilizations(); len(d) != 0 || un != 1 {
+	if d, un := r.Stabilizations(5); len(d) != 0 || un != 1 {
 		t.Errorf("stabilizations %v, %d unsettled; want none settled, 1 unsettled", d, un)
 	}
-	// A regeneration at 70 and a spurious token from 75 to 90: settled
-	// at 90, 30 s after the loss.
+	// A regeneration at 70 and a spurious token from 75 to 90: a spike of
+	// 15 s. Longer than maxSpike 5: settled at 90, 30 s after the loss;
+	// shorter than 20: part of stable operation, settled at 70.
 	r.Tokens = append(r.Tokens, Life{Token: "3@B", From: 70, To: 100}, Life{Token: "4@A", From: 75, To: 90})
-	if d, un := r.Stabilizations(); fmt.Sprint(d) != "[30]" || un != 0 {
-		t.Errorf("stabilizations %v, %d unsettled; want [30]", d, un)
+	if d, un := r.Stabilizations(5); fmt.Sprint(d) != "[30]" || un != 0 {
+		t.Errorf("stabilizations (max spike 5) %v, %d unsettled; want [30]", d, un)
+	}
+	if d, un := r.Stabilizations(20); fmt.Sprint(d) != "[10]" || un != 0 {
+		t.Errorf("stabilizations (max spike 20) %v, %d unsettled; want [10]", d, un)
+	}
+	// A token that dies at 95 (none from then on): unsettled again.
+	r.Tokens[len(r.Tokens)-2].To = 95
+	if d, un := r.Stabilizations(20); len(d) != 0 || un != 1 {
+		t.Errorf("stabilizations %v, %d unsettled; want 1 unsettled", d, un)
 	}
 }

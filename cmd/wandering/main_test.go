@@ -60,7 +60,7 @@ func TestShortReproduction(t *testing.T) {
 	if more/r.SpanS > 0.02 {
 		t.Errorf("more than two operations %.2f%% of the time, want under 2%%", 100*more/r.SpanS)
 	}
-	d, un := r.Stabilizations()
+	d, un := r.Stabilizations(120) // Δmin of this run
 	if un != 0 || len(d) != 3 {
 		t.Errorf("stabilizations %v, %d unsettled: every loss should end with one token again", d, un)
 	}

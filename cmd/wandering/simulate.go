@@ -107,6 +107,7 @@ func Simulate(s Scenario, dir string, progress func(string)) (*wandering.Manifes
 		return nil, err
 	}
 	tr := newTracker()
+	tr.maxSpike = 600 * time.Second // Δmin of both papers' runs
 	w := sim.New(sim.Config{Seed: s.Seed, OnEvent: tr.observe})
 	defer w.Close()
 	tr.now = w.Now
@@ -192,14 +193,16 @@ func Simulate(s Scenario, dir string, progress func(string)) (*wandering.Manifes
 	case s.Transients > 0:
 		// 004 Table 5: a loss, then wait for one token for Settle.
 		step := time.Duration(500) * time.Second
-		for len(m.Losses) < s.Transients && w.Now().Before(end) {
+		// The run ends once the last transient has settled too.
+		for w.Now().Before(end) {
 			if tr.stableFor(w.Now()) >= s.Settle || len(m.Losses) == 0 && w.Now().Sub(sim.Epoch) >= s.Settle {
+				if len(m.Losses) == s.Transients {
+					break
+				}
 				if err := lose(); err != nil {
 					return nil, err
 				}
-				if len(m.Losses)%10 == 0 {
-					report()
-				}
+				report()
 			}
 			if err := w.RunUntil(w.Now().Add(step)); err != nil {
 				return nil, err
@@ -245,10 +248,15 @@ func Simulate(s Scenario, dir string, progress func(string)) (*wandering.Manifes
 // token and how many tokens exist: where to inject a loss, and when the
 // system is stable again.
 type tracker struct {
-	holders  map[string]string // token → agent holding it
-	tokens   map[string]bool   // tokens alive
-	oneSince time.Time         // since when exactly one token is alive (zero: not one)
-	now      func() time.Time  // the world's clock
+	holders map[string]string // token → agent holding it
+	tokens  map[string]bool   // tokens alive
+	// since: start of the current stable stretch (zero: none); spike:
+	// start of the current stretch with more than one token (zero: none).
+	// Stable is analysis/wandering's Stabilizations rule: a token at all
+	// times, more than one only in spikes shorter than maxSpike.
+	since, spike time.Time
+	maxSpike     time.Duration
+	now          func() time.Time // the world's clock
 }
 
 func newTracker() *tracker {
@@ -282,10 +290,24 @@ func (t *tracker) set(tok string, alive bool, e eventlog.Event) {
 }
 
 func (t *tracker) changed(at time.Time) {
-	if len(t.tokens) == 1 {
-		t.oneSince = at
-	} else {
-		t.oneSince = time.Time{}
+	switch n := len(t.tokens); {
+	case n == 0:
+		t.since, t.spike = time.Time{}, time.Time{}
+	case n == 1:
+		if !t.spike.IsZero() && at.Sub(t.spike) > t.maxSpike {
+			t.since = at
+		}
+		t.spike = time.Time{}
+		if t.since.IsZero() {
+			t.since = at
+		}
+	default:
+		if t.spike.IsZero() {
+			t.spike = at
+		}
+		if t.since.IsZero() {
+			t.since = at
+		}
 	}
 }
 
@@ -313,10 +335,10 @@ func (t *tracker) crashed(agent string, at time.Time) {
 
 func (t *tracker) alive() int { return len(t.tokens) }
 
-// stableFor is how long exactly one token has been alive at now.
+// stableFor is how long the system has been stable at now.
 func (t *tracker) stableFor(now time.Time) time.Duration {
-	if t.oneSince.IsZero() {
+	if t.since.IsZero() || !t.spike.IsZero() && now.Sub(t.spike) > t.maxSpike {
 		return 0
 	}
-	return now.Sub(t.oneSince)
+	return now.Sub(t.since)
 }
