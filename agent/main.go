@@ -36,9 +36,11 @@ import (
 	"time"
 
 	"tokenbed/agent/ca"
+	_ "tokenbed/agent/circulation/policies" // the roles this binary runs
 	"tokenbed/agent/config"
 	"tokenbed/agent/driver"
 	"tokenbed/agent/eventlog"
+	ftncmd "tokenbed/agent/ftn/cmd"
 	"tokenbed/agent/node"
 )
 
@@ -62,6 +64,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdRun(args[1:], stdout, stderr)
 	case "ca":
 		return cmdCA(args[1:], stderr)
+	case "ftn":
+		return ftncmd.Main(args[1:], stdout, stderr)
 	case "version":
 		fmt.Fprintf(stdout, "tokenbed agent, wire format v1, event log schema v%d, roles %s\n", eventlog.SchemaVersion, strings.Join(config.Roles(), " "))
 		return exitOK
@@ -79,6 +83,7 @@ func usage(w io.Writer) {
   agent run --config FILE [flags]     run an agent (agent run -h for flags)
   agent ca init --dir DIR             create a Certification Authority
   agent ca issue --dir DIR NAME...    issue member credentials into DIR
+  agent ftn server|client ...         an FTN token server or client (agent ftn for usage)
   agent version
 `)
 }
@@ -194,8 +199,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		c.SetByFlag("$.network_time_scale", "network-time-scale")
 	}
 	if *generate {
-		c.RandomWalk.GenerateAtStart = true
-		c.Wandering.GenerateAtStart = true
+		c.Generate = true
 	}
 	set(&c.Fault, *fault, "$.fault", "fault")
 	if *skew != 0 {

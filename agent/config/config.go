@@ -6,30 +6,23 @@ package config
 
 import (
 	"fmt"
+	"maps"
 	"net/netip"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/goccy/go-yaml"
+
 	"tokenbed/agent/circulation"
-	"tokenbed/agent/circulation/baseline"
-	"tokenbed/agent/circulation/randomwalk"
-	"tokenbed/agent/circulation/wandering"
-	"tokenbed/agent/circulation/wandering004"
 	"tokenbed/agent/node"
 	"tokenbed/agent/passing"
 	"tokenbed/agent/wire"
 	"tokenbed/internal/strictyaml"
 )
 
-// Roles the agent binary can take: the circulation policies registered
-// with package circulation.
-const (
-	RoleRandomWalk = randomwalk.Role // 002 §3.2, the default
-	RoleWandering  = wandering.Role  // 003 Fig. 1
-	// Issue 16; the sections move into the policy packages with issue 12.
-	RoleWandering004 = wandering004.Role // 004 Fig. 2
-	RoleBaseline     = baseline.Role     // 003 §3, 004 §2: no token
-)
+// RoleRandomWalk is the role of a configuration that names none.
+const RoleRandomWalk = circulation.DefaultRole
 
 // Roles lists the roles this build runs.
 func Roles() []string { return circulation.Roles() }
@@ -59,44 +52,6 @@ type Passing struct {
 	Linger *time.Duration `yaml:"linger"`
 }
 
-// RandomWalk configures the random-walk policy (002 §3.2).
-type RandomWalk struct {
-	Hold             time.Duration `yaml:"hold"`              // default 10s (002 §3.3)
-	RegenerateAfter  *float64      `yaml:"regenerate_after"`  // default 10; 0 disables
-	ExpectedReturn   time.Duration `yaml:"expected_return"`   // default members × hold
-	RegenerateJitter *float64      `yaml:"regenerate_jitter"` // default 0.1
-	GenerateAtStart  bool          `yaml:"generate_at_start"`
-}
-
-// Wandering configures the Wandering Token policy (seed 003, Table 1).
-type Wandering struct {
-	Op              time.Duration `yaml:"op"`       // Δop, default 4s
-	Skip            time.Duration `yaml:"skip"`     // Δskip, default 100ms
-	NMax            int           `yaml:"nmax"`     // default 300
-	Min             time.Duration `yaml:"min"`      // Δmin, default op × nmax / 2
-	Generate        time.Duration `yaml:"generate"` // γgenerate, default min × nmax
-	GenerateAtStart bool          `yaml:"generate_at_start"`
-}
-
-// Wandering004 configures the Wandering Token of seed 004 (Table 2).
-type Wandering004 struct {
-	Op              time.Duration `yaml:"op"`   // Δop, default 4s
-	Skip            time.Duration `yaml:"skip"` // Δskip, default 1s
-	N               int           `yaml:"n"`    // for Δmin = 1.5·Δop·N when min is not set
-	Min             time.Duration `yaml:"min"`  // Δmin, default 600s (Table 2's value) unless n is set
-	Max             time.Duration `yaml:"max"`  // Δmax, default 3 × min
-	K1              float64       `yaml:"k1"`   // default 1.5
-	K2              float64       `yaml:"k2"`   // default 0.05
-	GenerateAtStart bool          `yaml:"generate_at_start"`
-}
-
-// Baseline configures the uncoordinated baseline (003 §3, 004 §2).
-type Baseline struct {
-	Op     time.Duration `yaml:"op"`     // Δop, default 4s
-	Rule   string        `yaml:"rule"`   // "003" (1200 ± 600 s) or "004" (Δmin + U[0, Δmin/2])
-	Period time.Duration `yaml:"period"` // default 1200s (003) or 600s (004)
-}
-
 // Config is the agent configuration file.
 type Config struct {
 	Name string `yaml:"name"`
@@ -121,10 +76,15 @@ type Config struct {
 	Join             string        `yaml:"join"` // join through this peer (002 §3.2)
 	DirectoryTTL     time.Duration `yaml:"directory_ttl"`
 	Passing          Passing       `yaml:"passing"`
-	RandomWalk       RandomWalk    `yaml:"randomwalk"`
-	Wandering        Wandering     `yaml:"wandering"`
-	Wandering004     Wandering004  `yaml:"wandering-004"`
-	Baseline         Baseline      `yaml:"baseline"`
+	// Generate makes the agent generate a token when it starts (the
+	// --generate flag); a policy's section may say so too.
+	Generate bool `yaml:"generate,omitempty"`
+	// Policies are the circulation policies' own sections, keyed by role
+	// ("randomwalk:", "wandering:" at the top of the file): each decoded
+	// into the type its policy registered (circulation.Register), written
+	// back in place by MarshalYAML. Only registered roles are sections;
+	// any other unknown key is an error at its line.
+	Policies map[string]any `yaml:"-"`
 	// Fault breaks the protocol on purpose (skip_ack_check,
 	// acquire_on_move) to prove that the testbed catches a broken agent.
 	Fault string `yaml:"fault"`
@@ -136,6 +96,11 @@ type Config struct {
 	MaxClockSkew time.Duration `yaml:"max_clock_skew"`
 
 	file *strictyaml.File
+	// node is what the configuration was decoded from: an agent's file
+	// ("$"), or an experiment's agent ("$.agents[2].config", merged over
+	// defaults.agent); errors are located in it, at each value's line.
+	node    strictyaml.Node
+	decoded bool
 	// flags maps a field's YAML path to the command-line flag that set
 	// it: an error about it names the flag, not a line of the file.
 	flags map[string]string
@@ -153,13 +118,67 @@ func (c *Config) SetByFlag(path, name string) {
 
 // Load reads and decodes path. Call Validate after applying flags.
 func Load(path string) (*Config, error) {
-	var c Config
-	f, err := strictyaml.Load(path, &c)
+	b, err := strictyaml.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	c.file = f
+	n, err := strictyaml.Parse(path, b)
+	if err != nil {
+		return nil, err
+	}
+	return Decode(n)
+}
+
+// Decode decodes a configuration from n: an agent's whole file, or the
+// settings an experiment gives an agent. Its own fields are decoded
+// strictly; a key naming a registered role is that policy's section,
+// decoded into the policy's own type. Validate reports its errors in n's
+// file, at n's path.
+func Decode(n strictyaml.Node) (*Config, error) {
+	rest, sections := n.Split(circulation.Known)
+	var c Config
+	if err := rest.Decode(&c); err != nil {
+		return nil, err
+	}
+	c.file, c.node, c.decoded = n.File(), n, true
+	for _, role := range slices.Sorted(maps.Keys(sections)) {
+		s, err := circulation.NewSection(role)
+		if err != nil {
+			return nil, err
+		}
+		if err := sections[role].Decode(s); err != nil {
+			return nil, err
+		}
+		c.SetPolicy(role, s)
+	}
 	return &c, nil
+}
+
+// SetPolicy sets role's section: a value circulation.NewSection(role)
+// returned, filled in.
+func (c *Config) SetPolicy(role string, section any) {
+	if c.Policies == nil {
+		c.Policies = map[string]any{}
+	}
+	c.Policies[role] = section
+}
+
+// MarshalYAML writes the configuration with each policy's section under
+// its role, where Decode reads it.
+func (c *Config) MarshalYAML() (any, error) {
+	type plain Config // without this method
+	b, err := yaml.Marshal((*plain)(c))
+	if err != nil {
+		return nil, err
+	}
+	var out yaml.MapSlice
+	if err := yaml.Unmarshal(b, &out); err != nil {
+		return nil, err
+	}
+	for _, role := range slices.Sorted(maps.Keys(c.Policies)) {
+		out = append(out, yaml.MapItem{Key: role, Value: c.Policies[role]})
+	}
+	return out, nil
 }
 
 // errorf records a validation error for a field (by YAML path).
@@ -172,6 +191,10 @@ func (c *Config) errorf(path, format string, a ...any) {
 			c.file.Flagf(name, "%s", fmt.Sprintf(format, a...))
 			return
 		}
+	}
+	if c.decoded {
+		c.node.Errorf(strings.TrimPrefix(strings.TrimPrefix(path, "$"), "."), format, a...)
+		return
 	}
 	c.file.Errorf(path, format, a...)
 }
@@ -194,26 +217,9 @@ type Resolved struct {
 	MaxClockSkew     time.Duration // real time, not divided by the time scales
 	DirectoryTTL     time.Duration
 	Passing          passing.Config
-	RandomWalk       randomwalk.Config
-	Wandering        wandering.Config
-	Wandering004     wandering004.Config
-	Baseline         baseline.Config
-}
-
-// Policy is the resolved configuration of the role's own section, for
-// circulation.New.
-func (r *Resolved) Policy() any {
-	switch r.Role {
-	case RoleWandering:
-		return r.Wandering
-	case RoleRandomWalk:
-		return r.RandomWalk
-	case RoleWandering004:
-		return r.Wandering004
-	case RoleBaseline:
-		return r.Baseline
-	}
-	return nil
+	// Policy is the role's section resolved by its policy (for
+	// circulation.New; e.g. a randomwalk.Config), in real time.
+	Policy any
 }
 
 // Validate checks every field, reporting all errors at once, and returns
@@ -329,61 +335,24 @@ func (c *Config) Validate() (*Resolved, error) {
 		pc.Linger = *c.Passing.Linger
 	}
 
-	rw := randomwalk.Config{Hold: randomwalk.DefaultHold, RegenerateAfter: 10, RegenerateJitter: 0.1,
-		GenerateAtStart: c.RandomWalk.GenerateAtStart, JoinPeer: c.Join, ExpectedReturn: c.RandomWalk.ExpectedReturn}
-	if c.RandomWalk.Hold < 0 {
-		c.errorf("$.randomwalk.hold", "must not be negative")
-	} else if c.RandomWalk.Hold > 0 {
-		rw.Hold = c.RandomWalk.Hold
+	// Every policy section present is checked, the role's own resolved
+	// even when absent (its defaults). Compressed time: the policies
+	// divide their durations by the time scale; the passing timeouts are
+	// network time.
+	scaled := pc.Scaled(r.NetworkTimeScale)
+	roles := slices.Sorted(maps.Keys(c.Policies))
+	if circulation.Known(r.Role) && c.Policies[r.Role] == nil {
+		roles = append(roles, r.Role)
 	}
-	if c.RandomWalk.RegenerateAfter != nil {
-		rw.RegenerateAfter = *c.RandomWalk.RegenerateAfter
-	}
-	if c.RandomWalk.RegenerateJitter != nil {
-		rw.RegenerateJitter = *c.RandomWalk.RegenerateJitter
-	}
-	if err := rw.Validate(); err != nil {
-		field, _, _ := strings.Cut(err.Error(), ":")
-		c.errorf("$.randomwalk."+field, "%v", strings.TrimPrefix(err.Error(), field+": "))
-	}
-	wc := wandering.Config{Op: 4 * time.Second, Skip: 100 * time.Millisecond, NMax: 300, Min: c.Wandering.Min,
-		Generate: c.Wandering.Generate, GenerateAtStart: c.Wandering.GenerateAtStart}
-	if c.Wandering.Op != 0 {
-		wc.Op = c.Wandering.Op
-	}
-	if c.Wandering.Skip != 0 {
-		wc.Skip = c.Wandering.Skip
-	}
-	if c.Wandering.NMax != 0 {
-		wc.NMax = c.Wandering.NMax
-	}
-	if err := wc.Validate(); err != nil {
-		field, _, _ := strings.Cut(err.Error(), ":")
-		c.errorf("$.wandering."+strings.SplitN(field, ",", 2)[0], "%v", strings.TrimPrefix(err.Error(), field+": "))
-	}
-	w4 := wandering004.Config{Op: 4 * time.Second, Skip: time.Second, N: c.Wandering004.N, Min: c.Wandering004.Min,
-		Max: c.Wandering004.Max, K1: c.Wandering004.K1, K2: c.Wandering004.K2, GenerateAtStart: c.Wandering004.GenerateAtStart}
-	if c.Wandering004.Op != 0 {
-		w4.Op = c.Wandering004.Op
-	}
-	if c.Wandering004.Skip != 0 {
-		w4.Skip = c.Wandering004.Skip
-	}
-	if w4.Min == 0 && w4.N == 0 {
-		w4.Min = 600 * time.Second
-	}
-	if err := w4.Validate(); err != nil {
-		field, _, _ := strings.Cut(err.Error(), ":")
-		c.errorf("$.wandering-004."+field, "%v", strings.TrimPrefix(err.Error(), field+": "))
-	}
-	bc := baseline.Config{Op: 4 * time.Second, Rule: c.Baseline.Rule, Period: c.Baseline.Period}
-	if c.Baseline.Op != 0 {
-		bc.Op = c.Baseline.Op
-	}
-	if r.Role == RoleBaseline {
-		if err := bc.Validate(); err != nil {
-			field, _, _ := strings.Cut(err.Error(), ":")
-			c.errorf("$.baseline."+field, "%v", strings.TrimPrefix(err.Error(), field+": "))
+	for _, role := range roles {
+		env := circulation.Env{TimeScale: r.TimeScale, Generate: c.Generate, Join: c.Join, Transit: 2 * scaled.MoveTimeout,
+			Errorf: func(field, format string, a ...any) { c.errorf("$."+role+"."+field, format, a...) }}
+		pcfg, err := circulation.Resolve(role, c.Policies[role], env)
+		if err != nil {
+			c.errorf("$."+role, "%v", err)
+		}
+		if role == r.Role {
+			r.Policy = pcfg
 		}
 	}
 	if err := c.file.Err(); err != nil {
@@ -394,18 +363,6 @@ func (c *Config) Validate() (*Resolved, error) {
 	k, kn := r.TimeScale, r.NetworkTimeScale
 	r.Passing = pc.Scaled(kn)
 	div := func(d time.Duration) time.Duration { return time.Duration(float64(d) / k) }
-	rw.Hold, rw.ExpectedReturn = div(rw.Hold), div(rw.ExpectedReturn)
-	rw.Transit = 2 * r.Passing.MoveTimeout
-	r.RandomWalk = rw
 	r.DirectoryTTL = div(c.DirectoryTTL)
-	wc = wc.WithDefaults()
-	wc.Op, wc.Skip, wc.Min, wc.Generate = div(wc.Op), div(wc.Skip), div(wc.Min), div(wc.Generate)
-	r.Wandering = wc
-	w4 = w4.WithDefaults()
-	w4.Op, w4.Skip, w4.Min, w4.Max = div(w4.Op), div(w4.Skip), div(w4.Min), div(w4.Max)
-	r.Wandering004 = w4
-	bc = bc.WithDefaults()
-	bc.Op, bc.Period = div(bc.Op), div(bc.Period)
-	r.Baseline = bc
 	return r, nil
 }

@@ -85,7 +85,7 @@ type Policy struct {
 
 var _ circulation.Policy = (*Policy)(nil)
 
-func init() { circulation.Register(Role, circulation.Typed(Role, New)) }
+func init() { circulation.Register[Section](Role, New) }
 
 // New returns a policy; cfg is completed with WithDefaults.
 func New(cfg Config) *Policy { return &Policy{cfg: cfg.WithDefaults()} }
