@@ -111,8 +111,9 @@ demo: build
 # The Wandering Token (seeds 003 and 004) on the simulator: 004 Tables 1,
 # 3, 4, 5 and 003 Figs. 2-5 beside the papers' numbers, in
 # results/wandering/report.md with plots (README, "The Wandering Token").
-# The defaults fit in minutes here; WANDERING_FLAGS="-scale004 1
-# -transients 100" runs 004's full lengths (about an hour).
+# The defaults shorten 004 Tables 3-4 to 10^5 time units and Table 5 to
+# 10 transients per N (about 15 min on this machine when idle);
+# WANDERING_FLAGS="-scale004 1 -transients 100" runs 004's full lengths.
 WANDERING_FLAGS ?= -scale004 0.1 -transients 10
 wandering: deps
 	$(GO) run $(GOFLAGS_BUILD) ./cmd/wandering -out results/wandering $(WANDERING_FLAGS)
