@@ -255,6 +255,7 @@ func Report(dir string) (string, error) {
 			p.Add(bars)
 			p.Legend.Add([]string{"baseline", "wandering token"}[i], bars)
 		}
+		p.Legend.Top = true // clear of the >2 bars
 		save(p, "fig2_concurrency.png")
 	}
 	var f3 []*Run
@@ -332,6 +333,8 @@ func Report(dir string) (string, error) {
 				p.Legend.Add(lab, l)
 			}
 		}
+		p.Y.Max = 1.15 // room for the legend above the lines
+		p.Legend.Top = true
 		save(p, "fig3_concurrency_by_n.png")
 	}
 	if r := runs["f3-wandering-n300"]; r != nil {
