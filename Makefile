@@ -8,7 +8,7 @@ export CGO_ENABLED := 0
 GOFLAGS_BUILD := -trimpath
 BACKEND   ?= netns
 
-.PHONY: all deps build test test-unit vet fmt-check fuzz bench bench-sim validate-netem validate-sim demo endurance endurance-smoke nightly clean clean-host image
+.PHONY: all deps build test test-unit vet fmt-check fuzz bench bench-sim validate-netem validate-sim demo endurance endurance-smoke nightly clean clean-host image wandering
 
 all: build
 
@@ -121,6 +121,16 @@ nightly: build
 # A 3-agent run with per-link profiles, an outage and a crash.
 demo: build
 	./$(BIN)/harness run --backend $(BACKEND) $(HARNESS_FLAGS) experiments/three-agents.yaml
+
+# The Wandering Token (seeds 003 and 004) on the simulator: 004 Tables 1,
+# 3, 4, 5 and 003 Figs. 2-5 beside the papers' numbers, in
+# results/wandering/report.md with plots (README, "The Wandering Token").
+# The defaults shorten 004 Tables 3-4 to 10^5 time units and Table 5 to
+# 10 transients per N (about 15 min on this machine when idle);
+# WANDERING_FLAGS="-scale004 1 -transients 100" runs 004's full lengths.
+WANDERING_FLAGS ?= -scale004 0.1 -transients 10
+wandering: deps
+	$(GO) run $(GOFLAGS_BUILD) ./cmd/wandering -out results/wandering $(WANDERING_FLAGS)
 
 # The FTN lock service (seed 001): unit traces, the checker on literal
 # histories and seeded swarms, then every experiments/ftn-*.yaml through

@@ -7,7 +7,9 @@
 // A policy is a pure state machine like the passing machines: it reads no
 // clock and does no I/O. The node calls it on the events below, with the
 // current time, and carries out the Actions it returns. Implementations:
-// package randomwalk (002 §3.2) and package wandering (seeds 003/004).
+// package randomwalk (002 §3.2), package wandering (seed 003), package
+// wandering004 (seed 004) and package baseline (the uncoordinated
+// reference of 003 §3 and 004 §2, which holds no token).
 //
 // Policies register by role name (Register, from their package's init);
 // the agent builds the configured one with New, and an unknown role is an
@@ -44,6 +46,13 @@ const (
 	// Generate asks for a new token; Reason says why: "start", "join"
 	// or "loss" (regeneration after a presumed loss, 002 §3.2).
 	Generate
+	// OpStart reports that the protected operation A starts now (seed 003
+	// Fig. 1 lines 24 and 31): the node logs op_started with Token (zero
+	// for a policy without a token) and Reason. OpEnd reports that it
+	// ends: op_finished. The policy decides when A runs and for how long
+	// (Δop); a driver may hook a real operation to the two events.
+	OpStart
+	OpEnd
 )
 
 // Action is a request from the policy to its node.

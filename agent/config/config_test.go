@@ -110,7 +110,7 @@ role: juggler
 		p + `:6:17: passing.move_timeout: "soon"`,
 		p + `:7:16: passing.ack_timeout: "10 parsecs"`,
 		p + `:8:7: role: "juggler"`,
-		"known: metronome, randomwalk, wandering", // the registered policies
+		"known: baseline, metronome, randomwalk, wandering, wandering-004", // the registered policies
 	} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error lacks %q:\n%v", want, err)

@@ -76,6 +76,17 @@ const (
 	TokenRegenerated Kind = "token_regenerated" // loss detection (002 §3.2): a new token, Detail says why
 	TokenDiscarded   Kind = "token_discarded"   // Reason "sandwich": removal of a spurious token (002 §3.2)
 
+	// OpStarted and OpFinished bracket one execution of the protected
+	// operation A of the Wandering Token (seed 003 Fig. 1 lines 24 and 31;
+	// 004 Fig. 2) or of the uncoordinated baseline (003 §3, 004 §2). Token
+	// is the token that enabled it (empty for the baseline); Reason says
+	// what enabled it ("token", "generated", "periodic"); on OpFinished,
+	// Reason "done" or "stopping" (the agent stopped during it). The
+	// driver may hook a real operation to them; analysis measures
+	// concurrency and inter-arrival times from them.
+	OpStarted  Kind = "op_started"
+	OpFinished Kind = "op_finished"
+
 	DatagramRejected Kind = "datagram_rejected" // Reason says why; no reply was sent (002 §3.1)
 	// RejectionsSummary: Counts holds, per reason, the rejected datagrams
 	// not logged one by one (a flood is logged as a bounded sample) since
@@ -160,7 +171,7 @@ var known = map[Kind]bool{}
 func init() {
 	for _, k := range []Kind{AgentStarted, AgentStopping, PassStarted, MoveSent, MoveReceived, AckSent, AckReceived,
 		CommitSent, CommitReceived, EarlyStopSent, EarlyStopReceived, PassSucceeded, PassCompleted, PassFailed,
-		TokenAcquired, TokenReleased, TokenRegenerated, TokenDiscarded, DatagramRejected, RejectionsSummary,
+		TokenAcquired, TokenReleased, TokenRegenerated, TokenDiscarded, OpStarted, OpFinished, DatagramRejected, RejectionsSummary,
 		KeyCached, PeerAdded, PeerRemoved, AgentNotice,
 		RunStarted, RunFinished, LinkProfile, OutageStart, OutageEnd, AgentCrash, AgentRestart, AgentJoin,
 		AgentLeave, AgentExit, HarnessNotice} {

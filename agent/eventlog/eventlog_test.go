@@ -165,3 +165,18 @@ func TestEnvelopeCarriesAnotherProtocolsFields(t *testing.T) {
 		t.Errorf("unknown field in a token passing event: %v, want an error naming the line and field", err)
 	}
 }
+
+// TestOpKinds: op_started and op_finished (issue 16) are token passing
+// kinds, read strictly, and keep their names: another branch hooks a real
+// operation to exactly these.
+func TestOpKinds(t *testing.T) {
+	if OpStarted != "op_started" || OpFinished != "op_finished" || !Known(OpStarted) || !Known(OpFinished) {
+		t.Fatalf("op kinds: %q %q known %v %v", OpStarted, OpFinished, Known(OpStarted), Known(OpFinished))
+	}
+	e := Event{Agent: "A", Seq: 1, Kind: OpStarted, Token: "7@x", Reason: "token"}
+	b := e.AppendJSON(nil)
+	var back Event
+	if err := json.Unmarshal(b, &back); err != nil || back.Kind != OpStarted || back.Token != "7@x" || back.Reason != "token" {
+		t.Fatalf("%s read back as %+v, %v", b, back, err)
+	}
+}

@@ -252,6 +252,9 @@ type Node struct {
 	polStarted bool
 	// self is this agent's own signed directory entry.
 	self wire.Entry
+	// ops are the protected operations the policy started and has not
+	// ended (circulation.OpStart), by token: Stop ends them in the log.
+	ops []wire.TokenID
 }
 
 // New checks cfg and returns a node. Call Start before anything else.
@@ -364,6 +367,10 @@ func (n *Node) startPolicy(now time.Time) {
 // Stop reports the tokens held when the agent stops: they are lost, since
 // a leave is a silent failure (002 §3.2).
 func (n *Node) Stop(reason string) {
+	for _, t := range n.ops {
+		n.event(eventlog.Event{Kind: eventlog.OpFinished, Token: tokenString(t), Reason: "stopping", Detail: reason})
+	}
+	n.ops = nil
 	for _, t := range n.ep.Held() {
 		n.event(eventlog.Event{Kind: eventlog.TokenReleased, Token: t.String(), Reason: "stopping", Detail: reason})
 	}
@@ -643,6 +650,16 @@ func (n *Node) actions(now time.Time, acts []circulation.Action) {
 				continue
 			}
 			n.event(eventlog.Event{Kind: eventlog.TokenDiscarded, Token: a.Token.String(), Reason: a.Reason, Detail: a.Detail})
+		case circulation.OpStart:
+			n.ops = append(n.ops, a.Token)
+			n.event(eventlog.Event{Kind: eventlog.OpStarted, Token: tokenString(a.Token), Reason: a.Reason, Detail: a.Detail})
+			continue
+		case circulation.OpEnd:
+			if i := slices.Index(n.ops, a.Token); i >= 0 {
+				n.ops = slices.Delete(n.ops, i, i+1)
+			}
+			n.event(eventlog.Event{Kind: eventlog.OpFinished, Token: tokenString(a.Token), Reason: a.Reason, Detail: a.Detail})
+			continue
 		case circulation.Generate:
 			// Token ids are (generation time, origin): unique, and later
 			// tokens are larger, so the sandwich rule removes the newer of
@@ -661,6 +678,15 @@ func (n *Node) actions(now time.Time, acts []circulation.Action) {
 		}
 		n.drain(now)
 	}
+}
+
+// tokenString is t's log form; the zero token (an operation no token
+// enabled: the baseline) is empty.
+func tokenString(t wire.TokenID) string {
+	if t == (wire.TokenID{}) {
+		return ""
+	}
+	return t.String()
 }
 
 // drainGenerated handles the effects of Hold for a generated token.

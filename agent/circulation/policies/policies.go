@@ -6,6 +6,8 @@
 package policies
 
 import (
-	_ "tokenbed/agent/circulation/randomwalk" // 002 §3.2, the default role
-	_ "tokenbed/agent/circulation/wandering"  // seed 003, Fig. 1
+	_ "tokenbed/agent/circulation/baseline"     // seeds 003 §3 and 004 §2: no token
+	_ "tokenbed/agent/circulation/randomwalk"   // 002 §3.2, the default role
+	_ "tokenbed/agent/circulation/wandering"    // seed 003, Fig. 1
+	_ "tokenbed/agent/circulation/wandering004" // seed 004, Fig. 2
 )

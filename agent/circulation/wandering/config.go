@@ -26,17 +26,19 @@ type Config struct {
 	// GenerateAtStart makes the agent start with a token.
 	GenerateAtStart bool
 	// History is how many tokens the sandwich rule remembers (line 35
-	// pushes every token; a bound keeps memory finite). 0 means 64.
+	// pushes every token; a bound keeps memory finite). 0 means 64: with
+	// one visit per Δmin or so, 64 visits reach back far beyond the
+	// return time (about 2Δmin, §2) that the rule needs.
 	History int
 }
 
 // WithDefaults fills Min, Generate and History from the formulas of Fig. 1.
 func (c Config) WithDefaults() Config {
 	if c.Min == 0 {
-		c.Min = c.Op * time.Duration(c.NMax) / 2
+		c.Min = c.Op * time.Duration(c.NMax) / 2 // line 2
 	}
 	if c.Generate == 0 {
-		c.Generate = c.Min * time.Duration(c.NMax)
+		c.Generate = c.Min * time.Duration(c.NMax) // line 3
 	}
 	if c.History == 0 {
 		c.History = 64
@@ -53,8 +55,12 @@ func (c Config) Validate() error {
 		return fmt.Errorf("skip: must be in [0, op), got %v (seed 003 assumes Δskip ≪ Δop)", c.Skip)
 	case c.NMax <= 0:
 		return fmt.Errorf("nmax: must be positive, got %d", c.NMax)
-	case c.Min < 0 || c.Generate < 0 || c.History < 0:
-		return fmt.Errorf("min, generate, history: must not be negative")
+	case c.Min < 0:
+		return fmt.Errorf("min: must not be negative, got %v", c.Min)
+	case c.Generate < 0:
+		return fmt.Errorf("generate: must not be negative, got %v", c.Generate)
+	case c.History < 0:
+		return fmt.Errorf("history: must not be negative, got %d", c.History)
 	}
 	return nil
 }

@@ -1,14 +1,27 @@
 // Package wandering is the Wandering Token policy of seed 003 (Fig. 1):
 // soft mutual exclusion of a shared resource by a randomly wandering
-// token. An agent that gets the token performs the protected operation for
-// Δop, unless it did so less than Δmin ago, in which case it only keeps
+// token. An agent that gets the token performs the protected operation A
+// for Δop, unless it did so Δmin ago or less, in which case it only keeps
 // the token for Δskip; then it passes the token to a random member. An
 // agent that sees no token for Δmin plus an exponential random time of
 // mean γgenerate generates one; spurious tokens are removed by the
-// timestamp sandwich rule (line 12).
+// timestamp sandwich rule.
 //
-// It plugs into the same passing operation as the random walk of 002 §3.2:
-// only the routing rule differs.
+// Comments cite the lines of Fig. 1 ("line 12"). Audit against the
+// figure (issue 16): lines 2, 3, 8, 18–21, 24–25, 30–32 were already
+// implemented as written; line 12 was not quite: the old code looked only
+// after the latest earlier visit of the token, the figure asks whether
+// any earlier visit is followed by a token with a lower timestamp (∃ i, j).
+// The two differ once the bounded history has dropped entries, or after a
+// token survived a sandwich (a sandwiched token is discarded and pushed,
+// line 35, so the latest visit is then the discarded one). Lines 24 and 31
+// now log op_started/op_finished (circulation.OpStart/OpEnd).
+//
+// It plugs into the project's 4-way secure passing operation (002 §3),
+// like the random walk of 002 §3.2: only the routing rule differs. Seed
+// 003 assumes the same 4-way protocol (§3: "a 4-way secure token passing
+// protocol ... Ciuffoletti (2007)"). The earlier variant of seed 004 is
+// package wandering004.
 package wandering
 
 import (
@@ -17,43 +30,40 @@ import (
 	"time"
 
 	"tokenbed/agent/circulation"
+	"tokenbed/agent/circulation/wandering/hold"
 	"tokenbed/agent/wire"
 )
 
-type entry struct {
-	id wire.TokenID
-}
-
-type held struct {
-	until   time.Time
-	passing bool
-	failed  map[string]bool
-}
+// Role is the policy's name in configuration files and logs.
+const Role = "wandering"
 
 // Policy is the Wandering Token policy. Use New.
 type Policy struct {
-	cfg        Config
-	h          circulation.Host
-	history    []entry // oldest first
+	cfg     Config
+	h       circulation.Host
+	history []wire.TokenID // line 35's stack, oldest first
+	// lastAccess is line 25's lastaccess.timestamp; zero is line 4's
+	// timestamp 0 (the figure names it lasttoken there), so the first
+	// token always runs A.
 	lastAccess time.Time
-	held       map[wire.TokenID]*held
+	held       *hold.Set
 	regenAt    time.Time
 	// Accesses counts protected operations started (Δop holds), Skips
 	// the early tokens kept only Δskip.
 	Accesses, Skips int
 }
 
-// New returns a policy; cfg is completed with WithDefaults.
-// Role is the policy's name in configuration files and logs.
-const Role = "wandering"
-
 var _ circulation.Policy = (*Policy)(nil)
 
 func init() { circulation.Register[Section](Role, New) }
 
+// New returns a policy; cfg is completed with WithDefaults.
 func New(cfg Config) *Policy {
-	return &Policy{cfg: cfg.WithDefaults(), held: map[wire.TokenID]*held{}}
+	return &Policy{cfg: cfg.WithDefaults(), held: hold.NewSet()}
 }
+
+// Config is the policy's configuration, defaults filled.
+func (p *Policy) Config() Config { return p.cfg }
 
 // Name implements circulation.Policy.
 func (p *Policy) Name() string { return Role }
@@ -68,110 +78,93 @@ func (p *Policy) Start(h circulation.Host, now time.Time) []circulation.Action {
 	return nil
 }
 
-// resetTimeout arms line 8's timeout: Δmin plus an exponential random time
-// of mean γgenerate (a Poisson process of regenerations, so that agents do
-// not synchronise).
+// resetTimeout arms line 8's timeout: Δmin plus a random time. The figure
+// writes poisson(γgenerate) and §2 explains it as the waiting time of a
+// Poisson process with N_max events per Δmin·N_max: an exponential time
+// of mean γgenerate, so that the first of N_max agents times out about
+// Δmin after the fixed part, every 2Δmin on average.
 func (p *Policy) resetTimeout(now time.Time) {
 	x := time.Duration(p.h.Rand().ExpFloat64() * float64(p.cfg.Generate))
 	p.regenAt = now.Add(p.cfg.Min + x)
 }
 
-// sandwich is line 12: discard token t if it is in the history and a token
-// with a lower timestamp was received after it.
+// sandwich is line 12: ∃ i, j, i < j ∧ history(j).id = token.id ∧
+// history(i).timestamp < token.timestamp, with history a stack (index 0
+// the latest push): t was seen before (j), and a token with a lower
+// timestamp was seen after that visit (i). The timestamp is the token's
+// generation time (line 30), Gen; equal timestamps sandwich nothing.
+// It returns the earlier-stamped token, for the log.
 func (p *Policy) sandwich(t wire.TokenID) (wire.TokenID, bool) {
-	for j := len(p.history) - 1; j >= 0; j-- {
-		if p.history[j].id != t {
-			continue
+	seen := false
+	for _, e := range p.history { // oldest first: e after the first visit of t
+		if e == t {
+			seen = true
+		} else if seen && e.Gen < t.Gen {
+			return e, true
 		}
-		for i := j + 1; i < len(p.history); i++ {
-			if p.history[i].id.Gen < t.Gen {
-				return p.history[i].id, true
-			}
-		}
-		return wire.TokenID{}, false
 	}
 	return wire.TokenID{}, false
 }
 
+// push is line 35.
 func (p *Policy) push(t wire.TokenID) {
-	p.history = append(p.history, entry{t})
+	p.history = append(p.history, t)
 	if len(p.history) > p.cfg.History {
 		p.history = slices.Delete(p.history, 0, len(p.history)-p.cfg.History)
 	}
 }
 
-// Acquired implements circulation.Policy (lines 9–27 and 29–33).
+// Acquired implements circulation.Policy: lines 9–27 for a token
+// received, lines 29–33 for one generated.
 func (p *Policy) Acquired(now time.Time, t wire.TokenID, how circulation.How, reason string) []circulation.Action {
 	p.resetTimeout(now)
 	if how == circulation.ByPass {
 		if older, ok := p.sandwich(t); ok {
+			// Line 15: silently remove the token. The figure falls through
+			// to lines 17–27, but a discarded token can be neither used
+			// nor sent; line 35 still pushes it.
 			p.push(t)
 			return []circulation.Action{{Kind: circulation.Discard, Token: t, Reason: "sandwich",
 				Detail: fmt.Sprintf("%v seen before, then %v with an earlier timestamp", t, older)}}
 		}
 	}
+	// Line 35 pushes after the send; pushing at arrival is the same to
+	// line 12, which reads the history only when the next token arrives.
 	p.push(t)
-	hold := p.cfg.Op
 	if how == circulation.ByPass && !p.lastAccess.IsZero() && now.Sub(p.lastAccess) <= p.cfg.Min {
-		hold = p.cfg.Skip // line 21: an early token
-		p.Skips++
-	} else {
-		p.lastAccess = now // lines 24–25 (and 31–32 for a generated token)
-		p.Accesses++
+		p.Skips++ // line 18: A ran Δmin ago or less; line 21: keep it Δskip
+		return append(p.held.Hold(now, t, p.cfg.Skip, false, ""), p.held.Route(now, p.h, p.cfg.Skip)...)
 	}
-	p.held[t] = &held{until: now.Add(hold), failed: map[string]bool{}}
-	return p.route(now)
+	// Lines 24–25 (received) or 31–32 (generated): execute A for Δop.
+	p.lastAccess = now
+	p.Accesses++
+	why := "token"
+	if how == circulation.ByGeneration {
+		why = "generated"
+	}
+	return append(p.held.Hold(now, t, p.cfg.Op, true, why), p.held.Route(now, p.h, p.cfg.Skip)...)
 }
 
-// Passed implements circulation.Policy.
+// Passed implements circulation.Policy: line 27's send is over, the loop
+// returns to line 8 and re-arms the timeout.
 func (p *Policy) Passed(now time.Time, t wire.TokenID, peer string) []circulation.Action {
-	delete(p.held, t)
+	p.held.Passed(t)
 	p.resetTimeout(now)
 	return nil
 }
 
 // PassFailed implements circulation.Policy: another peer, as in 002 §3.
 func (p *Policy) PassFailed(now time.Time, t wire.TokenID, peer string) []circulation.Action {
-	if h := p.held[t]; h != nil {
-		h.passing = false
-		h.failed[peer] = true
-	}
-	return p.route(now)
+	p.held.Failed(t, peer)
+	return p.held.Route(now, p.h, p.cfg.Skip)
 }
 
-func (p *Policy) route(now time.Time) []circulation.Action {
-	var acts []circulation.Action
-	ids := make([]wire.TokenID, 0, len(p.held))
-	for t := range p.held {
-		ids = append(ids, t)
-	}
-	slices.SortFunc(ids, wire.TokenID.Compare)
-	for _, t := range ids {
-		h := p.held[t]
-		if h.passing || now.Before(h.until) {
-			continue
-		}
-		var cands []string
-		for _, m := range p.h.Peers() {
-			if !h.failed[m] {
-				cands = append(cands, m)
-			}
-		}
-		if len(cands) == 0 {
-			h.until = now.Add(max(p.cfg.Skip, time.Millisecond))
-			clear(h.failed)
-			continue
-		}
-		h.passing = true
-		acts = append(acts, circulation.Action{Kind: circulation.Pass, Token: t, Peer: cands[p.h.Rand().IntN(len(cands))]})
-	}
-	return acts
-}
-
-// Tick implements circulation.Policy.
+// Tick implements circulation.Policy: holds that are over (line 27), and
+// line 8's timeout, which runs only while the agent holds no token (the
+// loop waits in select only between tokens).
 func (p *Policy) Tick(now time.Time) []circulation.Action {
-	acts := p.route(now)
-	if len(p.held) == 0 && !now.Before(p.regenAt) {
+	acts := p.held.Route(now, p.h, p.cfg.Skip)
+	if p.held.Len() == 0 && !now.Before(p.regenAt) {
 		p.resetTimeout(now)
 		acts = append(acts, circulation.Action{Kind: circulation.Generate, Reason: "loss",
 			Detail: fmt.Sprintf("no token for Δmin %v + exp(γ %v)", p.cfg.Min, p.cfg.Generate)})
@@ -181,14 +174,8 @@ func (p *Policy) Tick(now time.Time) []circulation.Action {
 
 // Deadline implements circulation.Policy.
 func (p *Policy) Deadline() (time.Time, bool) {
-	var d time.Time
-	ok := false
-	for _, h := range p.held {
-		if !h.passing && (!ok || h.until.Before(d)) {
-			d, ok = h.until, true
-		}
-	}
-	if len(p.held) == 0 && (!ok || p.regenAt.Before(d)) {
+	d, ok := p.held.Deadline()
+	if p.held.Len() == 0 && (!ok || p.regenAt.Before(d)) {
 		d, ok = p.regenAt, true
 	}
 	return d, ok

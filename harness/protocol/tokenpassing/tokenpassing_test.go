@@ -145,7 +145,7 @@ agents:
 	for _, want := range []string{
 		`x.yaml:4:48: agents[0].config.listen: set by the harness`,
 		`x.yaml:4:85: agents[0].config.passing.ack_retries: must be in 0..1000`,
-		`x.yaml:5:21: agents[1].role: "ring": no such role; known: randomwalk, wandering`,
+		`x.yaml:5:21: agents[1].role: "ring": no such role; known: baseline, randomwalk, wandering, wandering-004`,
 	} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error lacks %q:\n%v", want, err)

@@ -1,0 +1,447 @@
+package wandering
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/vg"
+)
+
+// The papers' numbers, as printed.
+var (
+	// 004 Table 1: random access, time units with k concurrent operations
+	// in 10^6, k = 1..11.
+	paperT1N300 = []float64{322428, 258358, 138910, 55138, 17644, 4670, 1017, 172, 26, 3, 2}
+	paperT1N150 = []float64{360945, 144035, 38048, 7535, 1292, 149, 8, 1, 0, 0, 0}
+	// 004 Table 3: wandering token (k = 1..10; "-" read as 0).
+	paperT3N300 = []float64{378512, 80719, 8485, 616, 30, 0, 4, 0, 2, 2}
+	paperT3N150 = []float64{661678, 4275, 19, 0, 0, 0, 0, 0, 0, 0}
+	// 004 Table 4: intervals between successive operations, rows 500 ..
+	// 4500 (read as the lower bound of a 500-wide bin: below 600 = Δmin
+	// no interval can fall, yet the first row is the largest).
+	paperT4N300 = []float64{64785, 41289, 17251, 3029, 134, 3, 3, 2, 1}
+	paperT4N150 = []float64{123817, 35750, 6311, 585, 1, 0, 0, 0, 0}
+	// 004 Table 5: stabilization after a loss, rows 10000 .. 80000 (read
+	// as the upper bound of a 5000-wide bin; the first row takes all
+	// below 10000), 100 transients each.
+	paperT5N300 = []float64{1, 2, 2, 3, 12, 12, 22, 8, 14, 7, 6, 6, 2, 1, 1}
+	paperT5N150 = []float64{39, 4, 13, 10, 10, 13, 7, 2, 2, 0, 0, 0, 0, 0, 0}
+)
+
+// Report analyses every run under dir (each a subdirectory with a
+// manifest) and writes dir/report.md and dir/plots/.
+func Report(dir string) (string, error) {
+	ms, _ := filepath.Glob(filepath.Join(dir, "*", ManifestFile))
+	sort.Strings(ms)
+	runs := map[string]*Run{}
+	var names []string
+	for _, m := range ms {
+		r, err := Load(filepath.Dir(m))
+		if err != nil {
+			return "", err
+		}
+		runs[r.Scenario] = r
+		names = append(names, r.Scenario)
+	}
+	if len(runs) == 0 {
+		return "", fmt.Errorf("%s: no runs (no */%s)", dir, ManifestFile)
+	}
+	var b strings.Builder
+	w := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
+	w("# The Wandering Token on the simulator (seeds 003 and 004)\n\n")
+	w("Written by `analysis/wandering` from the runs below (`cmd/wandering`, `make wandering`). Every figure is measured from the agents' `op_started`/`op_finished` events and token events; tolerances are stated per table and a row outside them is marked ✗, with the reason in the notes.\n\n")
+	w("| run | role | N | paper s simulated | seed | losses injected | datagrams | wall s |\n|---|---|---|---|---|---|---|---|\n")
+	for _, n := range names {
+		r := runs[n]
+		w("| %s | %s %s | %d | %.0f | %d | %d | %d | %.0f |\n", n, r.Role, r.Section, r.N, r.SpanS, r.Seed, len(r.Losses), r.Datagrams, r.WallS)
+	}
+	w("\n")
+	plots := filepath.Join(dir, "plots")
+	if err := os.MkdirAll(plots, 0o755); err != nil {
+		return "", err
+	}
+	var perr []error
+	save := func(p *plot.Plot, name string) {
+		if err := p.Save(8*vg.Inch, 5*vg.Inch, filepath.Join(plots, name)); err != nil {
+			perr = append(perr, err)
+			return
+		}
+		w("![%s](plots/%s)\n\n", name, name)
+	}
+
+	// 004 Table 1 and Table 3: concurrency, per 10^6 time units.
+	conc := func(title, r300, r150 string, p300, p150 []float64, tol func(paper, ours, poisson float64) bool, lambda func(n int) float64) {
+		a, c := runs[r300], runs[r150]
+		if a == nil && c == nil {
+			return
+		}
+		w("## %s\n\n", title)
+		w("Time units (per 10^6) with k operations running at once. Poisson: the expectation if each of N agents ran A independently with probability Δop/period (N·Δop/750 for 004's mean period of 750).\n\n")
+		w("| k | paper N=300 | sim N=300 | Poisson N=300 | | paper N=150 | sim N=150 | Poisson N=150 | |\n|---|---|---|---|---|---|---|---|---|\n")
+		get := func(r *Run, k int) (float64, bool) {
+			if r == nil {
+				return math.NaN(), false
+			}
+			c := r.Concurrency()
+			if k >= len(c) {
+				return 0, true
+			}
+			return c[k] * 1e6 / r.SpanS, true
+		}
+		for k := 1; k <= max(len(p300), len(p150)); k++ {
+			row := []string{fmt.Sprint(k)}
+			for _, x := range []struct {
+				r *Run
+				p []float64
+				n int
+			}{{a, p300, 300}, {c, p150, 150}} {
+				pv := math.NaN()
+				if k-1 < len(x.p) {
+					pv = x.p[k-1]
+				}
+				ov, ok := get(x.r, k)
+				po := math.NaN()
+				if lambda != nil {
+					l := lambda(x.n)
+					po = 1e6 * math.Exp(-l) * math.Pow(l, float64(k)) / math.Gamma(float64(k)+1)
+				}
+				mark := ""
+				if ok && !math.IsNaN(pv) {
+					mark = "✓"
+					if !tol(pv, ov, po) {
+						mark = "✗"
+					}
+				}
+				row = append(row, num(pv), num(ov), num(po), mark)
+			}
+			w("| %s |\n", strings.Join(row, " | "))
+		}
+		w("\n")
+	}
+	within := func(paper, ours float64) bool {
+		// Relative 25%, or the counting noise of a rare row (3√paper + 10).
+		return math.Abs(ours-paper) <= max(0.25*paper, 3*math.Sqrt(paper)+10)
+	}
+	conc("004 Table 1: random access (baseline, period Δmin + U[0, Δmin/2])", "t1-baseline-n300", "t1-baseline-n150", paperT1N300, paperT1N150,
+		func(p, o, _ float64) bool { return within(p, o) }, func(n int) float64 { return float64(n) * 4 / 750 })
+	conc("004 Table 3: Wandering Token (wandering-004)", "t3-w004-n300", "t3-w004-n150", paperT3N300, paperT3N150,
+		func(p, o, _ float64) bool { return within(p, o) }, nil)
+
+	// 004 Table 4: inter-arrival bins.
+	if a, c := runs["t3-w004-n300"], runs["t3-w004-n150"]; a != nil || c != nil {
+		w("## 004 Table 4: intervals between successive operations of an agent (wandering-004)\n\n")
+		w("Counts per 10^6 time units; the paper's row label read as the lower bound of a 500-wide bin (see notes). Tolerance as Table 3.\n\n")
+		w("| bin | paper N=300 | sim N=300 | | paper N=150 | sim N=150 | |\n|---|---|---|---|---|---|---|\n")
+		bins := func(r *Run) []float64 {
+			if r == nil {
+				return nil
+			}
+			h := make([]float64, 9)
+			for _, x := range r.InterArrivals() {
+				i := int(x/500) - 1
+				if i < 0 {
+					i = 0 // below 500: with Δmin 600 there is none
+				}
+				if i < len(h) {
+					h[i] += 1e6 / r.SpanS
+				}
+			}
+			return h
+		}
+		ha, hc := bins(a), bins(c)
+		for i := range 9 {
+			row := []string{fmt.Sprintf("[%d, %d)", 500*(i+1), 500*(i+2))}
+			for _, x := range []struct {
+				h, p []float64
+			}{{ha, paperT4N300}, {hc, paperT4N150}} {
+				ov, mark := math.NaN(), ""
+				if x.h != nil {
+					ov, mark = x.h[i], "✓"
+					if !within(x.p[i], ov) {
+						mark = "✗"
+					}
+				}
+				row = append(row, num(x.p[i]), num(ov), mark)
+			}
+			w("| %s |\n", strings.Join(row, " | "))
+		}
+		w("\n")
+	}
+
+	// 004 Table 5: stabilization.
+	if a, c := runs["t5-w004-n300"], runs["t5-w004-n150"]; a != nil || c != nil {
+		w("## 004 Table 5: stabilization after a token loss (wandering-004)\n\n")
+		w("A loss is injected once the system has been stable for 10^4 time units; the duration runs from the loss to the moment it is stable again for good (until the next loss): never without a token, and more than one only in spikes shorter than Δmin = 600 (spurious tokens are made and removed all the time in stable operation; most last one pass). Bins of 5000 up to the row's label (the first row: all below 10000). Counts as measured (the paper: 100 transients per N); no tolerance is claimed for a distribution this dispersed (the paper's own word), the medians are compared.\n\n")
+		w("| duration ≤ | paper N=300 | sim N=300 | paper N=150 | sim N=150 |\n|---|---|---|---|---|\n")
+		hist := func(r *Run) ([]float64, []float64, int) {
+			if r == nil {
+				return nil, nil, 0
+			}
+			d, un := r.Stabilizations(600)
+			h := make([]float64, 15)
+			for _, x := range d {
+				i := max(0, int(math.Ceil(x/5000))-2)
+				h[min(i, 14)]++
+			}
+			return h, d, un
+		}
+		ha, da, ua := hist(a)
+		hc, dc, uc := hist(c)
+		for i := range 15 {
+			g := func(h []float64) float64 {
+				if h == nil {
+					return math.NaN()
+				}
+				return h[i]
+			}
+			w("| %d | %s | %s | %s | %s |\n", 10000+5000*i, num(paperT5N300[i]), num(g(ha)), num(paperT5N150[i]), num(g(hc)))
+		}
+		w("| median | %s | %s | %s | %s |\n", num(binMedian(paperT5N300)), num(median(da)), num(binMedian(paperT5N150)), num(median(dc)))
+		w("| transients measured (unsettled) | 100 | %d (%d) | 100 | %d (%d) |\n\n", len(da), ua, len(dc), uc)
+	}
+
+	// 003 Fig. 2 and Fig. 3: shares of time idle, 1, 2, >2.
+	shares := func(r *Run) [4]float64 {
+		var s [4]float64
+		for k, t := range r.Concurrency() {
+			s[min(k, 3)] += t / r.SpanS
+		}
+		return s
+	}
+	if bl, wt := runs["f2-baseline-n300"], runs["f3-wandering-n300"]; bl != nil || wt != nil {
+		w("## 003 Fig. 2: share of time with 0, 1, 2, >2 operations, N = 300\n\n")
+		w("Paper figures from §3's text (the plot itself is not in the seed). Tolerance: ±5 percentage points, ±1 for the >2 column of the Wandering Token.\n\n")
+		w("| | idle | 1 | 2 | >2 |\n|---|---|---|---|---|\n")
+		w("| paper, baseline (1200 ± 600 s) | 40%% | | | 8%% |\n")
+		if bl != nil {
+			s := shares(bl)
+			w("| sim, baseline | %s | %s | %s | %s |\n", pct(s[0], 0.40, 0.05), pct(s[1], -1, 0), pct(s[2], -1, 0), pct(s[3], 0.08, 0.05))
+		}
+		w("| Poisson, λ = 300·4/1200 = 1 | 36.8%% | 36.8%% | 18.4%% | 8.0%% |\n")
+		w("| paper, Wandering Token | < 10%% | | 5%% | 0.3%% |\n")
+		if wt != nil {
+			s := shares(wt)
+			idle := pct(s[0], -1, 0)
+			if s[0] >= 0.10+0.05 {
+				idle += " ✗"
+			} else {
+				idle += " ✓"
+			}
+			w("| sim, Wandering Token | %s | %s | %s | %s |\n\n", idle, pct(s[1], -1, 0), pct(s[2], 0.05, 0.05), pct(s[3], 0.003, 0.01))
+		}
+		p := plot.New()
+		p.Title.Text = "003 Fig. 2: concurrent operations, N = 300 (sim)"
+		p.Y.Label.Text = "share of time"
+		p.NominalX("idle", "1", "2", ">2")
+		for i, r := range []*Run{bl, wt} {
+			if r == nil {
+				continue
+			}
+			s := shares(r)
+			bars, err := plotter.NewBarChart(plotter.Values(s[:]), vg.Points(20))
+			if err != nil {
+				continue
+			}
+			bars.Color = plotutil.Color(i)
+			bars.Offset = vg.Points(float64(20*i - 10))
+			p.Add(bars)
+			p.Legend.Add([]string{"baseline", "wandering token"}[i], bars)
+		}
+		p.Legend.Top = true // clear of the >2 bars
+		save(p, "fig2_concurrency.png")
+	}
+	var f3 []*Run
+	for _, n := range names {
+		if strings.HasPrefix(n, "f3-wandering-") {
+			f3 = append(f3, runs[n])
+		}
+	}
+	slices.SortFunc(f3, func(a, b *Run) int { return a.N - b.N })
+	if len(f3) > 0 {
+		w("## 003 Fig. 3 and Fig. 4: N from 210 to 360 (70%% to 120%% of N_max)\n\n")
+		w("Paper (§3): \"the probability of concurrent access ... does not exceed 10%%\"; \"80%% of the times the token interarrival time falls below 1200 secs\" (N = 300) and, overbooked, \"more than 50%% ... below 1200 seconds\". Inter-arrival: successive operations of one agent.\n\n")
+		w("| N | idle | 1 | 2 | >2 | ≥2 (paper ≤ 10%%) | inter-arrival below 1200 s (paper 80%% at 300, > 50%% above) | mean inter-arrival s | max tokens | time with no token |\n|---|---|---|---|---|---|---|---|---|---|\n")
+		pc := plot.New()
+		pc.Title.Text = "003 Fig. 4: intervals between successive operations of an agent (sim)"
+		pc.X.Label.Text = "interval (s)"
+		pc.Y.Label.Text = "cumulative fraction"
+		for i, r := range f3 {
+			s := shares(r)
+			ia := r.InterArrivals()
+			below := frac(ia, 1200)
+			want := 0.5
+			if r.N == 300 {
+				want = 0.8
+			}
+			mark := "✓"
+			if r.N <= 300 && r.N != 300 {
+				mark = "" // the paper states nothing numeric for these
+			} else if below < want-0.05 {
+				mark = "✗"
+			}
+			conc := s[2] + s[3]
+			cm := "✓"
+			if conc > 0.10 {
+				cm = "✗"
+			}
+			tc := r.TokenCount()
+			maxTok := 0
+			for _, st := range tc {
+				maxTok = max(maxTok, st.V)
+			}
+			none := 0.0
+			if d := durations(tc, r.SpanS); len(d) > 0 {
+				none = d[0] / r.SpanS
+			}
+			w("| %d | %.1f%% | %.1f%% | %.1f%% | %.2f%% | %.1f%% %s | %.0f%% %s | %.0f | %d | %.1f%% |\n", r.N, 100*s[0], 100*s[1], 100*s[2], 100*s[3], 100*conc, cm, 100*below, mark, mean(ia), maxTok, 100*none)
+			xs := slices.Clone(ia)
+			slices.Sort(xs)
+			pts := make(plotter.XYs, 0, 500)
+			step := max(1, len(xs)/500)
+			for j := 0; j < len(xs); j += step {
+				pts = append(pts, plotter.XY{X: xs[j], Y: float64(j+1) / float64(len(xs))})
+			}
+			if l, err := plotter.NewLine(pts); err == nil && len(pts) > 1 {
+				l.Color = plotutil.Color(i)
+				pc.Add(l)
+				pc.Legend.Add(fmt.Sprintf("N=%d", r.N), l)
+			}
+		}
+		w("\n")
+		pc.Legend.Top, pc.Legend.Left = false, false
+		save(pc, "fig4_interarrival_cdf.png")
+		p := plot.New()
+		p.Title.Text = "003 Fig. 3: share of time with k concurrent operations (sim)"
+		p.X.Label.Text = "N"
+		p.Y.Label.Text = "share of time"
+		for k, lab := range []string{"idle", "1", "2", ">2"} {
+			var pts plotter.XYs
+			for _, r := range f3 {
+				pts = append(pts, plotter.XY{X: float64(r.N), Y: shares(r)[k]})
+			}
+			if l, err := plotter.NewLine(pts); err == nil {
+				l.Color = plotutil.Color(k)
+				p.Add(l)
+				p.Legend.Add(lab, l)
+			}
+		}
+		p.Y.Max = 1.15 // room for the legend above the lines
+		p.Legend.Top = true
+		save(p, "fig3_concurrency_by_n.png")
+	}
+	if r := runs["f3-wandering-n300"]; r != nil {
+		w("## 003 Fig. 5: tokens over time, N = 300, a loss every 10^4 s\n\n")
+		w("Paper (§3): spurious tokens show as narrow spikes and \"never exceed the number of two\"; after a loss the regeneration latency \"may be relevant\".\n\n")
+		p := plot.New()
+		p.Title.Text = "003 Fig. 5: tokens in the system (sim, N = 300)"
+		p.X.Label.Text = "time (s)"
+		p.Y.Label.Text = "tokens"
+		var pts plotter.XYs
+		prev := 0
+		for _, st := range r.TokenCount() {
+			pts = append(pts, plotter.XY{X: st.T, Y: float64(prev)}, plotter.XY{X: st.T, Y: float64(st.V)})
+			prev = st.V
+		}
+		pts = append(pts, plotter.XY{X: r.SpanS, Y: float64(prev)})
+		if l, err := plotter.NewLine(pts); err == nil {
+			p.Add(l)
+		}
+		save(p, "fig5_tokens.png")
+		var lines []string
+		for _, l := range r.Losses {
+			lines = append(lines, fmt.Sprintf("%.0f (%s)", l.AtS, l.Agent))
+		}
+		w("Losses injected at (s): %s.\n\n", strings.Join(lines, ", "))
+	}
+	w(notes)
+	path := filepath.Join(dir, "report.md")
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		return "", err
+	}
+	if len(perr) > 0 {
+		return path, fmt.Errorf("plots: %v", perr)
+	}
+	return path, nil
+}
+
+func num(x float64) string {
+	if math.IsNaN(x) {
+		return ""
+	}
+	return fmt.Sprintf("%.0f", x)
+}
+
+// pct prints a share; with want ≥ 0 it marks it against want ± tol.
+func pct(x, want, tol float64) string {
+	s := fmt.Sprintf("%.1f%%", 100*x)
+	if want >= 0 {
+		if math.Abs(x-want) <= tol {
+			s += " ✓"
+		} else {
+			s += " ✗"
+		}
+	}
+	return s
+}
+
+func frac(xs []float64, below float64) float64 {
+	if len(xs) == 0 {
+		return math.NaN()
+	}
+	n := 0
+	for _, x := range xs {
+		if x < below {
+			n++
+		}
+	}
+	return float64(n) / float64(len(xs))
+}
+
+func mean(xs []float64) float64 {
+	if len(xs) == 0 {
+		return math.NaN()
+	}
+	s := 0.0
+	for _, x := range xs {
+		s += x
+	}
+	return s / float64(len(xs))
+}
+
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return math.NaN()
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+// binMedian is the upper bound of the Table 5 bin holding the median.
+func binMedian(h []float64) float64 {
+	tot := 0.0
+	for _, x := range h {
+		tot += x
+	}
+	acc := 0.0
+	for i, x := range h {
+		acc += x
+		if acc >= tot/2 {
+			return float64(10000 + 5000*i)
+		}
+	}
+	return math.NaN()
+}
+
+const notes = `## Notes
+
+See README, "The Wandering Token (seeds 003/004)", for the readings of the papers chosen here and the explanation of every ✗.
+`

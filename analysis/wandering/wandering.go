@@ -1,0 +1,371 @@
+// Package wandering measures the Wandering Token (seeds 003 and 004) and
+// its uncoordinated baseline from the agents' event logs: the protected
+// operation's executions (op_started / op_finished), the tokens' lives
+// (generated, discarded, lost) and the injected losses of the run's
+// manifest. From them: the time with k operations running at once
+// (concurrency: 004 Tables 1 and 3, 003 Figs. 2 and 3), the intervals
+// between successive operations of an agent (004 Table 4, 003 Fig. 4),
+// the number of tokens over time (003 Fig. 5) and the stabilization
+// after each loss (004 Table 5). Report puts them beside the papers'
+// numbers.
+//
+// It reads results, never runs anything: data flows one way (the runs are
+// made by cmd/wandering on the simulator, or by the harness).
+package wandering
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"time"
+
+	"tokenbed/agent/eventlog"
+)
+
+// ManifestFile is the run's description, beside logs/.
+const ManifestFile = "manifest.json"
+
+// Loss is one injected token loss: Agent, holding Token, crashed at AtS
+// (paper seconds from the start) and restarted at once.
+type Loss struct {
+	AtS   float64 `json:"at_s"`
+	Agent string  `json:"agent"`
+	Token string  `json:"token"`
+}
+
+// Manifest says what ran.
+type Manifest struct {
+	Scenario   string    `json:"scenario"`
+	Role       string    `json:"role"`
+	Section    string    `json:"section"` // the policy's configuration, as written
+	N          int       `json:"n"`
+	Seed       uint64    `json:"seed"`
+	SpanS      float64   `json:"span_s"`
+	Epoch      time.Time `json:"epoch"`
+	Profile    string    `json:"profile"`
+	LossEveryS float64   `json:"loss_every_s,omitempty"`
+	Losses     []Loss    `json:"losses,omitempty"`
+	WallS      float64   `json:"wall_s"`
+	Datagrams  uint64    `json:"datagrams"`
+}
+
+// Op is one execution of the protected operation, in paper seconds.
+type Op struct {
+	Agent      string
+	Start, End float64
+}
+
+// Life is a token's existence, in paper seconds; How it ended:
+// "discarded", "lost" (an injected loss), "vanished" (not seen again,
+// e.g. lost by the passing) or "alive" at the end of the run.
+type Life struct {
+	Token     string
+	From, To  float64
+	How       string
+	Generated bool
+}
+
+// Run is one run's measurements.
+type Run struct {
+	Manifest
+	Ops    []Op   // by start
+	Tokens []Life // by From
+}
+
+// Load reads dir: the manifest and logs/*.jsonl.
+func Load(dir string) (*Run, error) {
+	b, err := os.ReadFile(filepath.Join(dir, ManifestFile))
+	if err != nil {
+		return nil, err
+	}
+	r := &Run{}
+	if err := json.Unmarshal(b, &r.Manifest); err != nil {
+		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, ManifestFile), err)
+	}
+	files, err := filepath.Glob(filepath.Join(dir, "logs", "*.jsonl"))
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(files)
+	var logs [][]eventlog.Event
+	for _, f := range files {
+		evs, err := eventlog.ReadFile(f)
+		if err != nil {
+			return nil, err
+		}
+		logs = append(logs, evs)
+	}
+	r.measure(logs)
+	return r, nil
+}
+
+func (r *Run) sec(e eventlog.Event) float64 {
+	return float64(e.WallNS-r.Epoch.UnixNano()) / 1e9
+}
+
+// measure derives the operations and the token lives from the logs.
+func (r *Run) measure(logs [][]eventlog.Event) {
+	crashes := map[string][]float64{}
+	lost := map[string]float64{}
+	for _, l := range r.Losses {
+		crashes[l.Agent] = append(crashes[l.Agent], l.AtS)
+		lost[l.Token] = l.AtS
+	}
+	// crashEnd: an operation whose agent crashed before op_finished ends
+	// with the process.
+	crashEnd := func(agent string, start float64) float64 {
+		for _, t := range crashes[agent] {
+			if t >= start {
+				return t
+			}
+		}
+		return r.SpanS
+	}
+	type seen struct {
+		from, to  float64
+		how       string
+		generated bool
+	}
+	toks := map[string]*seen{}
+	for _, evs := range logs {
+		open := map[string][]float64{} // op starts by token ("" for the baseline)
+		var agent string
+		for _, e := range evs {
+			agent = e.Agent
+			t := r.sec(e)
+			switch e.Kind {
+			case eventlog.AgentStarted:
+				// A restart: what was open died with the crash.
+				for k, starts := range open {
+					for _, s := range starts {
+						r.Ops = append(r.Ops, Op{agent, s, crashEnd(agent, s)})
+					}
+					delete(open, k)
+				}
+			case eventlog.OpStarted:
+				open[e.Token] = append(open[e.Token], t)
+			case eventlog.OpFinished:
+				if s := open[e.Token]; len(s) > 0 {
+					r.Ops = append(r.Ops, Op{agent, s[0], t})
+					open[e.Token] = s[1:]
+				}
+			}
+			if e.Token == "" {
+				continue
+			}
+			s := toks[e.Token]
+			if s == nil {
+				s = &seen{from: t, to: t}
+				toks[e.Token] = s
+			}
+			s.from, s.to = min(s.from, t), max(s.to, t)
+			if e.Kind == eventlog.TokenAcquired && e.Reason == "generated" {
+				s.generated = true
+			}
+			if e.Kind == eventlog.TokenDiscarded {
+				s.how = "discarded"
+			}
+		}
+		for _, starts := range open {
+			for _, s := range starts {
+				r.Ops = append(r.Ops, Op{agent, s, crashEnd(agent, s)})
+			}
+		}
+	}
+	slices.SortFunc(r.Ops, func(a, b Op) int {
+		if a.Start != b.Start {
+			if a.Start < b.Start {
+				return -1
+			}
+			return 1
+		}
+		if a.Agent < b.Agent {
+			return -1
+		}
+		if a.Agent > b.Agent {
+			return 1
+		}
+		return 0
+	})
+	for tok, s := range toks {
+		if !s.generated {
+			continue // a token that never circulated as such (not ours to count)
+		}
+		l := Life{Token: tok, From: s.from, To: s.to, How: s.how, Generated: true}
+		switch {
+		case l.How == "discarded":
+		case lost[tok] > 0:
+			l.To, l.How = lost[tok], "lost"
+		case r.SpanS-s.to < 100: // seen in the last 100 s: a hold is at most Δop
+			l.To, l.How = r.SpanS, "alive"
+		default:
+			l.How = "vanished"
+		}
+		r.Tokens = append(r.Tokens, l)
+	}
+	slices.SortFunc(r.Tokens, func(a, b Life) int {
+		if a.From != b.From {
+			if a.From < b.From {
+				return -1
+			}
+			return 1
+		}
+		if a.Token < b.Token {
+			return -1
+		}
+		return 1
+	})
+}
+
+// Step is a step function's value V from time T on.
+type Step struct {
+	T float64
+	V int
+}
+
+// steps turns intervals into the count of those open at each time, over
+// [0, end): an interval ending at t no longer counts at t.
+func steps(from, to []float64, end float64) []Step {
+	type edge struct {
+		t float64
+		d int
+	}
+	es := make([]edge, 0, 2*len(from))
+	for i := range from {
+		if from[i] >= end || to[i] <= from[i] {
+			continue
+		}
+		es = append(es, edge{max(from[i], 0), 1}, edge{min(to[i], end), -1})
+	}
+	slices.SortFunc(es, func(a, b edge) int {
+		if a.t != b.t {
+			if a.t < b.t {
+				return -1
+			}
+			return 1
+		}
+		return a.d - b.d // ends before starts at the same instant
+	})
+	out := []Step{{0, 0}}
+	v := 0
+	for _, e := range es {
+		v += e.d
+		if last := &out[len(out)-1]; last.T == e.t {
+			last.V = v
+		} else {
+			out = append(out, Step{e.t, v})
+		}
+	}
+	return out
+}
+
+// durations returns, for each value v of a step function over [0, end),
+// the total time it had value v.
+func durations(s []Step, end float64) []float64 {
+	var d []float64
+	for i, st := range s {
+		next := end
+		if i+1 < len(s) {
+			next = s[i+1].T
+		}
+		for len(d) <= st.V {
+			d = append(d, 0)
+		}
+		d[st.V] += next - st.T
+	}
+	return d
+}
+
+// Concurrency returns the time (paper seconds) during which k operations
+// ran at once, k = 0, 1, ...
+func (r *Run) Concurrency() []float64 {
+	from, to := make([]float64, len(r.Ops)), make([]float64, len(r.Ops))
+	for i, o := range r.Ops {
+		from[i], to[i] = o.Start, o.End
+	}
+	return durations(steps(from, to, r.SpanS), r.SpanS)
+}
+
+// InterArrivals returns the intervals between successive starts of the
+// operation on each agent (paper seconds), all agents pooled.
+func (r *Run) InterArrivals() []float64 {
+	last := map[string]float64{}
+	var out []float64
+	for _, o := range r.Ops {
+		if t, ok := last[o.Agent]; ok {
+			out = append(out, o.Start-t)
+		}
+		last[o.Agent] = o.Start
+	}
+	return out
+}
+
+// TokenCount is the number of tokens alive over time.
+func (r *Run) TokenCount() []Step {
+	from, to := make([]float64, len(r.Tokens)), make([]float64, len(r.Tokens))
+	for i, l := range r.Tokens {
+		from[i], to[i] = l.From, l.To
+	}
+	return steps(from, to, r.SpanS)
+}
+
+// Stabilizations returns, for each injected loss, the time from the loss
+// until the system is stable again, and how many transients did not
+// settle before the next loss or the end of the run. Stable, from time T
+// on (until the next loss): at least one token at all times, and more
+// than one only in spikes shorter than maxSpike. Spurious tokens are
+// generated and removed all the time in a stable system (003 §3: "narrow
+// positive spikes"; in wandering-004 most last no longer than one pass),
+// so "exactly one token" would never hold for long; a spike longer than
+// maxSpike (Δmin for the reports) is part of the transient.
+func (r *Run) Stabilizations(maxSpike float64) (durs []float64, unsettled int) {
+	s := r.TokenCount()
+	for i, l := range r.Losses {
+		end := r.SpanS
+		if i+1 < len(r.Losses) {
+			end = r.Losses[i+1].AtS
+		}
+		settled, spike := -1.0, -1.0 // candidate start of stability; start of the current spike
+		for j, st := range s {
+			next := end
+			if j+1 < len(s) {
+				next = min(s[j+1].T, end)
+			}
+			if next <= l.AtS {
+				continue
+			}
+			if st.T >= end {
+				break
+			}
+			t := max(st.T, l.AtS)
+			switch {
+			case st.V == 0:
+				settled, spike = -1, -1
+			case st.V == 1:
+				if spike >= 0 && t-spike > maxSpike {
+					settled = t // a long spike: stability starts when it ends
+				}
+				spike = -1
+				if settled < 0 {
+					settled = t
+				}
+			default:
+				if spike < 0 {
+					spike = t
+				}
+				if settled < 0 {
+					settled = t // a spike may begin stability: judged when it ends
+				}
+			}
+		}
+		if settled < 0 || spike >= 0 && end-spike > maxSpike {
+			unsettled++
+			continue
+		}
+		durs = append(durs, settled-l.AtS)
+	}
+	return durs, unsettled
+}

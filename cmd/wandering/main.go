@@ -1,0 +1,129 @@
+// Command wandering reproduces the tables and figures of the Wandering
+// Token papers (seed 003: Figs. 2–5; seed 004: Tables 1, 3, 4, 5) on the
+// testbed's simulator (harness/sim): every agent is the code `agent run`
+// runs (agent/node with its policy: wandering, wandering-004 or
+// baseline), built from the configuration the token passing plug-in
+// writes for an experiment file, with real Ed25519 signatures, on the
+// netem model, in virtual time. The runner's own loop is not used: it
+// resolves every direction of a 300-agent experiment one by one
+// (O(N⁴) lookups, minutes before the first event); the seams are (the
+// experiment file, protocol.Config, protocol.Simulated, sim.World).
+//
+//	wandering [-out results/wandering] [-only REGEXP] [-scale 1] [-scale004 1] [-transients 100] [-report-only]
+//
+// Each scenario writes OUT/NAME/ (experiment.yaml, manifest.json with the
+// seed, the injected losses and the wall time, logs/); then package
+// analysis/wandering reads them all and writes OUT/report.md and
+// OUT/plots/. -scale shortens every run for a quick check, -scale004 the
+// two long runs of 004 Tables 3 and 4, -transients the count of 004
+// Table 5; the report's first table says what ran.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"runtime/pprof"
+	"strings"
+	"time"
+
+	"tokenbed/analysis/wandering"
+)
+
+const k = 1000 // 10^3 s
+
+// The 003 runs (§3, Table 1): 10^5 s, a token loss every 10^4 s,
+// N_max 300, Δop 4 s, Δskip 0.1 s (Δmin 600 s and γ 180,000 s from the
+// formulas). The 004 runs (§6, Table 2 and the captions): 10^6 time
+// units, Δop 4, Δskip 1, Δmin 600 (so Δmax 1800), K1 1.5, K2 0.05.
+const (
+	sec003  = "{op: 4s, skip: 100ms, nmax: 300}"
+	sec004  = "{op: 4s, skip: 1s, min: 600s}"
+	base003 = "{op: 4s, rule: \"003\"}"
+	base004 = "{op: 4s, rule: \"004\"}"
+)
+
+func scenarios() []Scenario {
+	s := []Scenario{
+		{Name: "t1-baseline-n150", Role: "baseline", Section: base004, N: 150, Span: 1000 * k * time.Second, Seed: 41},
+		{Name: "t1-baseline-n300", Role: "baseline", Section: base004, N: 300, Span: 1000 * k * time.Second, Seed: 42},
+		{Name: "t3-w004-n150", Role: "wandering-004", Section: sec004, N: 150, Span: 1000 * k * time.Second, Seed: 43},
+		{Name: "t3-w004-n300", Role: "wandering-004", Section: sec004, N: 300, Span: 1000 * k * time.Second, Seed: 44},
+		{Name: "t5-w004-n150", Role: "wandering-004", Section: sec004, N: 150, Seed: 45, Transients: 100, Settle: 10 * k * time.Second},
+		{Name: "t5-w004-n300", Role: "wandering-004", Section: sec004, N: 300, Seed: 46, Transients: 100, Settle: 10 * k * time.Second},
+		{Name: "f2-baseline-n300", Role: "baseline", Section: base003, N: 300, Span: 100 * k * time.Second, Seed: 31},
+	}
+	for i, n := range []int{210, 240, 270, 300, 330, 360} {
+		s = append(s, Scenario{Name: fmt.Sprintf("f3-wandering-n%d", n), Role: "wandering", Section: sec003, N: n,
+			Span: 100 * k * time.Second, Seed: uint64(32 + i), LossEvery: 10 * k * time.Second})
+	}
+	return s
+}
+
+func main() {
+	out := flag.String("out", filepath.Join("results", "wandering"), "results directory")
+	only := flag.String("only", "", "run only the scenarios whose name matches this regular expression")
+	scale := flag.Float64("scale", 1, "fraction of every run's length to simulate (a quick check)")
+	scale004 := flag.Float64("scale004", 1, "fraction of the 10^6 time units of 004 Tables 3 and 4 to simulate (Table 1, the baseline, has no passes and always runs in full)")
+	transients := flag.Int("transients", 100, "loss transients per N for 004 Table 5 (the paper: 100)")
+	reportOnly := flag.Bool("report-only", false, "only analyse what OUT holds")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile here")
+	flag.Parse()
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			fail(err)
+		}
+		pprof.StartCPUProfile(f)
+		defer pprof.StopCPUProfile()
+	}
+	re, err := regexp.Compile(*only)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "wandering: -only:", err)
+		os.Exit(2)
+	}
+	if *scale <= 0 || *scale > 1 || *scale004 <= 0 || *scale004 > 1 || *transients < 1 {
+		fmt.Fprintln(os.Stderr, "wandering: -scale, -scale004: want (0, 1]; -transients: want at least 1")
+		os.Exit(2)
+	}
+	if !*reportOnly {
+		for _, s := range scenarios() {
+			if !re.MatchString(s.Name) {
+				continue
+			}
+			s.Span = time.Duration(float64(s.Span) * *scale)
+			if strings.HasPrefix(s.Name, "t3-") {
+				s.Span = time.Duration(float64(s.Span) * *scale004)
+			}
+			if s.Transients > 0 {
+				// At most 10^5 time units per transient: a system that
+				// does not settle ends the run instead of spinning.
+				s.Transients = *transients
+				s.Span = time.Duration(s.Transients) * 100 * k * time.Second
+			}
+			dir := filepath.Join(*out, s.Name)
+			if err := os.RemoveAll(dir); err != nil {
+				fail(err)
+			}
+			m, err := Simulate(s, dir, func(msg string) { fmt.Fprintln(os.Stderr, msg) })
+			if err != nil {
+				fail(fmt.Errorf("%s: %w", s.Name, err))
+			}
+			fmt.Printf("%s: N=%d, %.0f s simulated, seed %d, %d losses, %d datagrams, %.1f s wall\n",
+				m.Scenario, m.N, m.SpanS, m.Seed, len(m.Losses), m.Datagrams, m.WallS)
+		}
+	}
+	path, err := wandering.Report(*out)
+	if err != nil {
+		pprof.StopCPUProfile()
+		fail(err)
+	}
+	fmt.Println("report:", path)
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "wandering:", err)
+	os.Exit(1)
+}

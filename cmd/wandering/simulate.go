@@ -1,0 +1,344 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"tokenbed/agent/ca"
+	"tokenbed/agent/eventlog"
+	"tokenbed/analysis/wandering"
+	"tokenbed/experiments"
+	"tokenbed/harness/protocol"
+	"tokenbed/harness/protocol/tokenpassing"
+	"tokenbed/harness/sim"
+	"tokenbed/netem"
+)
+
+// Scenario is one simulated run.
+type Scenario struct {
+	Name string
+	// Role and the agent's policy section as experiment YAML (flow style).
+	Role    string
+	Section string
+	N       int
+	Span    time.Duration
+	Seed    uint64
+	// LossEvery injects a token loss every LossEvery (003 §3: 10^4 s).
+	LossEvery time.Duration
+	// Transients, when > 0, injects losses one at a time: the next once
+	// the token count has been exactly 1 for Settle (004 Table 5), until
+	// Transients losses or Span.
+	Transients int
+	Settle     time.Duration
+}
+
+// Profile of every direction: the paper neglects the passing's duration
+// (003 §3, 004 §6); 1 ms each way keeps a pass (4 datagrams) far below
+// Δskip.
+const Profile = "delay 1ms"
+
+// experimentYAML is the scenario as an experiment file: what the runner
+// would load, so that the agents' configurations are the ones `harness
+// run` writes.
+func (s Scenario) experimentYAML() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "name: %s\nseed: %d\nduration: %ds\ndefaults:\n  role: %s\n  profile: %q\n  agent:\n    %s: %s\nagents:\n",
+		s.Name, s.Seed, int64(s.Span.Seconds()), s.Role, Profile, s.Role, s.Section)
+	for i := range s.N {
+		gen := ""
+		if i == 0 {
+			gen = ", generate: true"
+		}
+		fmt.Fprintf(&b, "  - {name: %s%s}\n", agentName(i), gen)
+	}
+	return b.String()
+}
+
+func agentName(i int) string { return fmt.Sprintf("a%03d", i) }
+
+func agentAddr(i int) netip.AddrPort {
+	return netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 16, byte(i / 250), byte(1 + i%250)}), 7400)
+}
+
+// Simulate runs s into dir (logs/NAME.jsonl, experiment.yaml,
+// manifest.json) on the simulator (harness/sim) with the token passing
+// plug-in's simulated agents: the code `agent run` runs, real
+// signatures, the netem model on every direction. It returns the
+// manifest.
+func Simulate(s Scenario, dir string, progress func(string)) (*wandering.Manifest, error) {
+	if err := os.MkdirAll(filepath.Join(dir, "logs"), 0o755); err != nil {
+		return nil, err
+	}
+	raw := s.experimentYAML()
+	if err := os.WriteFile(filepath.Join(dir, "experiment.yaml"), []byte(raw), 0o644); err != nil {
+		return nil, err
+	}
+	e, err := experiments.Parse(filepath.Join(dir, "experiment.yaml"), []byte(raw))
+	if err != nil {
+		return nil, err
+	}
+	// Credentials from the seed (as the runner's simulated runs: ca.Seeded).
+	keys := filepath.Join(dir, "keys")
+	src := ca.Seeded(s.Seed, sim.Epoch, time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC))
+	if err := ca.InitWith(keys, src); err != nil {
+		return nil, err
+	}
+	procs := make([]protocol.Process, s.N)
+	for i, a := range e.Agents {
+		if err := ca.IssueWith(keys, a.Name, src); err != nil {
+			return nil, err
+		}
+		// Replica 1: the token passing plug-in then starts the agent warm,
+		// its peers' certificates given at start (as the runner's later
+		// replicas). Cold, the first pass between two members costs a Move
+		// timeout (002 §3: the unknown key is learnt from the retry), and
+		// among 300 agents nearly every pass of a 10^5 s run is a first
+		// contact: 0.5 s of idle resource per pass, where the papers
+		// neglect the passing's duration.
+		procs[i] = protocol.Process{Instance: a.Name, Name: a.Name, Replica: 1, Addr: agentAddr(i), Spec: a}
+	}
+	prof, err := netem.Parse(Profile)
+	if err != nil {
+		return nil, err
+	}
+	tr := newTracker()
+	tr.maxSpike = 600 * time.Second // Δmin of both papers' runs
+	w := sim.New(sim.Config{Seed: s.Seed, OnEvent: tr.observe})
+	defer w.Close()
+	tr.now = w.Now
+	proto := tokenpassing.Protocol{}
+	cfgs := make([]string, s.N)
+	for i, p := range procs {
+		if _, err := w.AddHost(p.Instance, p.Addr.Addr()); err != nil {
+			return nil, err
+		}
+		peers := make([]protocol.Process, 0, s.N-1)
+		for j, o := range procs {
+			if j != i {
+				peers = append(peers, o)
+			}
+		}
+		// Each agent's seed split from the run's, as the runner splits it.
+		b, err := proto.Config(e, p, peers, protocol.Files{CACert: filepath.Join(keys, ca.CACertFile), Credentials: keys,
+			Log:      filepath.Join(dir, "logs", p.Instance+".jsonl"),
+			PeerCert: func(inst string) string { return filepath.Join(keys, ca.CertFile(inst)) }}, s.Seed*1_000_003+uint64(i)+1)
+		if err != nil {
+			return nil, err
+		}
+		cfgs[i] = filepath.Join(keys, p.Instance+".yaml")
+		if err := os.WriteFile(cfgs[i], b, 0o600); err != nil {
+			return nil, err
+		}
+	}
+	for i := range procs {
+		for j := range procs {
+			if i != j {
+				if err := w.SetProfile(procs[i].Addr.Addr(), procs[j].Addr.Addr(), prof); err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
+	start := func(i int) error {
+		p, logPath, err := proto.SimProcess(cfgs[i], protocol.Start{}, w.Now())
+		if err != nil {
+			return err
+		}
+		return w.Start(procs[i].Instance, p, logPath)
+	}
+	for i := range procs {
+		if err := start(i); err != nil {
+			return nil, err
+		}
+	}
+	m := &wandering.Manifest{Scenario: s.Name, Role: s.Role, Section: s.Section, N: s.N, Seed: s.Seed,
+		SpanS: s.Span.Seconds(), Epoch: sim.Epoch, Profile: Profile, LossEveryS: s.LossEvery.Seconds()}
+	index := map[string]int{}
+	for i, p := range procs {
+		index[p.Instance] = i
+	}
+	// lose crashes a holder of a token and restarts it at once: the token
+	// it held is lost (with its policy state: history, last access).
+	lose := func() error {
+		for w.Now().Before(sim.Epoch.Add(s.Span)) {
+			if agent, tok, ok := tr.holder(); ok {
+				if err := w.Crash(agent); err != nil {
+					return err
+				}
+				tr.crashed(agent, w.Now())
+				m.Losses = append(m.Losses, wandering.Loss{AtS: w.Now().Sub(sim.Epoch).Seconds(), Agent: agent, Token: tok})
+				return start(index[agent])
+			}
+			// Every token in transit: a pass takes milliseconds.
+			if err := w.RunUntil(w.Now().Add(10 * time.Millisecond)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	end := sim.Epoch.Add(s.Span)
+	wall := time.Now()
+	report := func() {
+		if progress != nil {
+			progress(fmt.Sprintf("%s: %.0f of %.0f s simulated, %d losses, %d tokens alive, %.0f s wall",
+				s.Name, w.Now().Sub(sim.Epoch).Seconds(), s.Span.Seconds(), len(m.Losses), tr.alive(), time.Since(wall).Seconds()))
+		}
+	}
+	switch {
+	case s.Transients > 0:
+		// 004 Table 5: a loss, then wait for one token for Settle.
+		step := time.Duration(500) * time.Second
+		// The run ends once the last transient has settled too.
+		for w.Now().Before(end) {
+			if tr.stableFor(w.Now()) >= s.Settle || len(m.Losses) == 0 && w.Now().Sub(sim.Epoch) >= s.Settle {
+				if len(m.Losses) == s.Transients {
+					break
+				}
+				if err := lose(); err != nil {
+					return nil, err
+				}
+				report()
+			}
+			if err := w.RunUntil(w.Now().Add(step)); err != nil {
+				return nil, err
+			}
+		}
+		m.SpanS = w.Now().Sub(sim.Epoch).Seconds()
+		end = w.Now()
+	case s.LossEvery > 0:
+		for t := sim.Epoch.Add(s.LossEvery); !t.After(end); t = t.Add(s.LossEvery) {
+			if err := w.RunUntil(t); err != nil {
+				return nil, err
+			}
+			if t.Before(end) {
+				if err := lose(); err != nil {
+					return nil, err
+				}
+			}
+			report()
+		}
+	}
+	if err := w.RunUntil(end); err != nil {
+		return nil, err
+	}
+	for _, p := range procs {
+		if w.Running(p.Instance) {
+			if err := w.Stop(p.Instance, "end of run"); err != nil {
+				return nil, err
+			}
+		}
+	}
+	report()
+	st := w.Stats()
+	m.WallS = time.Since(wall).Seconds()
+	m.Datagrams = st.Sent
+	b, _ := json.MarshalIndent(m, "", "  ")
+	if err := os.WriteFile(filepath.Join(dir, wandering.ManifestFile), b, 0o644); err != nil {
+		return nil, err
+	}
+	return m, os.RemoveAll(keys) // private keys and configurations: not results
+}
+
+// tracker follows, from the events as they are logged, who holds which
+// token and how many tokens exist: where to inject a loss, and when the
+// system is stable again.
+type tracker struct {
+	holders map[string]string // token → agent holding it
+	tokens  map[string]bool   // tokens alive
+	// since: start of the current stable stretch (zero: none); spike:
+	// start of the current stretch with more than one token (zero: none).
+	// Stable is analysis/wandering's Stabilizations rule: a token at all
+	// times, more than one only in spikes shorter than maxSpike.
+	since, spike time.Time
+	maxSpike     time.Duration
+	now          func() time.Time // the world's clock
+}
+
+func newTracker() *tracker {
+	return &tracker{holders: map[string]string{}, tokens: map[string]bool{}}
+}
+
+func (t *tracker) observe(agent string, e eventlog.Event) {
+	switch e.Kind {
+	case eventlog.TokenAcquired:
+		t.holders[e.Token] = agent
+		t.set(e.Token, true, e)
+	case eventlog.TokenReleased:
+		if t.holders[e.Token] == agent {
+			delete(t.holders, e.Token)
+		}
+	case eventlog.TokenDiscarded:
+		t.set(e.Token, false, e)
+	}
+}
+
+func (t *tracker) set(tok string, alive bool, e eventlog.Event) {
+	before := len(t.tokens)
+	if alive {
+		t.tokens[tok] = true
+	} else {
+		delete(t.tokens, tok)
+	}
+	if len(t.tokens) != before || before == 0 {
+		t.changed(t.now())
+	}
+}
+
+func (t *tracker) changed(at time.Time) {
+	switch n := len(t.tokens); {
+	case n == 0:
+		t.since, t.spike = time.Time{}, time.Time{}
+	case n == 1:
+		if !t.spike.IsZero() && at.Sub(t.spike) > t.maxSpike {
+			t.since = at
+		}
+		t.spike = time.Time{}
+		if t.since.IsZero() {
+			t.since = at
+		}
+	default:
+		if t.spike.IsZero() {
+			t.spike = at
+		}
+		if t.since.IsZero() {
+			t.since = at
+		}
+	}
+}
+
+// holder picks the held token with the lowest id (the oldest), for a
+// loss; ok is false when every token is in transit.
+func (t *tracker) holder() (agent, tok string, ok bool) {
+	for k, a := range t.holders {
+		if !ok || k < tok {
+			agent, tok, ok = a, k, true
+		}
+	}
+	return
+}
+
+// crashed: the agent's tokens are gone.
+func (t *tracker) crashed(agent string, at time.Time) {
+	for k, a := range t.holders {
+		if a == agent {
+			delete(t.holders, k)
+			delete(t.tokens, k)
+		}
+	}
+	t.changed(at)
+}
+
+func (t *tracker) alive() int { return len(t.tokens) }
+
+// stableFor is how long the system has been stable at now.
+func (t *tracker) stableFor(now time.Time) time.Duration {
+	if t.since.IsZero() || !t.spike.IsZero() && now.Sub(t.spike) > t.maxSpike {
+		return 0
+	}
+	return now.Sub(t.since)
+}
