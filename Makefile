@@ -130,7 +130,7 @@ demo: build
 # WANDERING_FLAGS="-scale004 1 -transients 100" runs 004's full lengths.
 WANDERING_FLAGS ?= -scale004 0.1 -transients 10
 wandering: deps
-	$(GO) run $(GOFLAGS_BUILD) ./cmd/wandering -out results/wandering $(WANDERING_FLAGS)
+	$(GO) run $(GOFLAGS_BUILD) ./experiments/wandering -out results/wandering $(WANDERING_FLAGS)
 
 # The FTN lock service (seed 001): unit traces, the checker on literal
 # histories and seeded swarms, then every experiments/ftn-*.yaml through
