@@ -217,6 +217,7 @@ type run struct {
 	trees         map[string]*netem.Tree // by instance: the tree on the queue toward it
 	eng           *userspace.Engine      // the userspace engine, when that is the path
 	capDev        map[string]string      // device to capture per instance (default: its port's link)
+	prefixes      []netip.Prefix         // replica r's subnet
 	start         time.Time
 
 	// proto is the protocol the processes run; obs follows their logs
@@ -285,8 +286,12 @@ func (r *run) run(ctx context.Context) (err error) {
 	spec := backend.Spec{RunID: o.RunID}
 	for rep := 0; rep < e.Replicas; rep++ {
 		var as []backend.Agent
-		pfx := backend.ReplicaPrefix(Subnet, rep)
+		pfx, err := backend.ReplicaPrefixFor(Subnet, rep, len(e.Agents))
+		if err != nil {
+			return err
+		}
 		spec.Prefixes = append(spec.Prefixes, pfx)
+		r.prefixes = append(r.prefixes, pfx)
 		for i, a := range e.Agents {
 			inst := results.Instance(a.Name, rep)
 			ba := backend.Agent{Name: a.Name, Replica: rep, Instance: inst, Addr: backend.AgentAddr(pfx, i)}
@@ -318,15 +323,22 @@ func (r *run) run(ctx context.Context) (err error) {
 		return fmt.Errorf("network setup: %w", err)
 	}
 	o.Log.Info("network ready", "agents", len(r.order), "took", time.Since(t0).Round(time.Millisecond))
-	if err := r.impair(); err != nil {
-		return err
-	}
-	if err := r.startCapture(ctx); err != nil {
-		return err
-	}
+	// The topology goes first: a run that fails in the impairment's or
+	// the capture's start-up checks still leaves harness analyze
+	// something to say about it (issue 16).
 	if err := r.writeTopology(); err != nil {
 		return err
 	}
+	t0 = time.Now()
+	if err := r.impair(); err != nil {
+		return err
+	}
+	o.Log.Info("impairment ready", "path", o.Impair, "took", time.Since(t0).Round(time.Millisecond))
+	t0 = time.Now()
+	if err := r.startCapture(ctx); err != nil {
+		return err
+	}
+	o.Log.Info("capture ready", "interfaces", len(r.order), "took", time.Since(t0).Round(time.Millisecond))
 	if err := r.writeConfigs(); err != nil {
 		return err
 	}
