@@ -15,6 +15,7 @@ import (
 	"tokenbed/agent/circulation/wandering"
 	"tokenbed/agent/node"
 	"tokenbed/agent/passing"
+	"tokenbed/agent/resource"
 	"tokenbed/agent/wire"
 	"tokenbed/internal/strictyaml"
 )
@@ -108,6 +109,10 @@ type Config struct {
 	// MaxClockSkew bounds the difference between members' wall clocks,
 	// in real time even when time is compressed (agent/node, "Restarts").
 	MaxClockSkew time.Duration `yaml:"max_clock_skew"`
+	// Operation is the protected operation run between the node's
+	// op_started and op_finished (agent/resource): {kind: hold}, the
+	// default, or {kind: resource, server: IP:PORT}.
+	Operation resource.Config `yaml:"operation"`
 
 	file *strictyaml.File
 	// flags maps a field's YAML path to the command-line flag that set
@@ -167,6 +172,7 @@ type Resolved struct {
 	DropRate         float64
 	MaxClockSkew     time.Duration // real time, not divided by the time scales
 	DirectoryTTL     time.Duration
+	Operation        resource.Config
 	Passing          passing.Config
 	RandomWalk       randomwalk.Config
 	Wandering        wandering.Config
@@ -258,6 +264,10 @@ func (c *Config) Validate() (*Resolved, error) {
 		c.errorf("$.max_clock_skew", "%v: want 0 (default %v) up to %v", c.MaxClockSkew, node.DefaultMaxClockSkew, node.MaxMaxClockSkew)
 	}
 	r.MaxClockSkew = c.MaxClockSkew
+	if err := c.Operation.Validate(); err != nil {
+		c.errorf("$.operation", "%v", err)
+	}
+	r.Operation = c.Operation
 	if c.DirectoryTTL < 0 {
 		c.errorf("$.directory_ttl", "must not be negative")
 	}
