@@ -149,4 +149,3 @@ func (s *Server) event(k eventlog.Kind, fields map[string]any) eventlog.Event {
 	}
 	return ev
 }
-
