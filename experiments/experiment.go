@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"tokenbed/agent/config"
+	"tokenbed/agent/resource"
 	"tokenbed/agent/wire"
 	"tokenbed/internal/strictyaml"
 	"tokenbed/netem"
@@ -68,6 +69,9 @@ type AgentConfig struct {
 	Fault string `yaml:"fault"`
 	// DropRate drops outgoing datagrams in the agent itself (tests).
 	DropRate float64 `yaml:"drop_rate"`
+	// Operation is the protected operation (agent/resource); {kind:
+	// resource} without a server: the run provides one per replica.
+	Operation resource.Config `yaml:"operation"`
 }
 
 // AgentSpec is one agent.
@@ -332,7 +336,10 @@ func resolve(name string, f *File, yf *strictyaml.File) (*Experiment, error) {
 		overlay(&cfg, a.Config)
 		e.Agents = append(e.Agents, Agent{Name: a.Name, Role: r, Generate: a.Generate, Later: a.Later, Config: cfg})
 		// Let the agent's own validation speak for the merged settings.
-		c := config.Config{Name: "x", Listen: "10.0.0.1:1", CA: "x", Credentials: "x", Passing: cfg.Passing, RandomWalk: cfg.RandomWalk, Wandering: cfg.Wandering, Role: r, Fault: cfg.Fault, DropRate: cfg.DropRate}
+		c := config.Config{Name: "x", Listen: "10.0.0.1:1", CA: "x", Credentials: "x", Passing: cfg.Passing, RandomWalk: cfg.RandomWalk, Wandering: cfg.Wandering, Role: r, Fault: cfg.Fault, DropRate: cfg.DropRate, Operation: cfg.Operation}
+		if c.Operation.Kind == resource.KindResource && c.Operation.Server == "" {
+			c.Operation.Server = "10.0.0.1:1" // the run provides the server
+		}
 		if _, err := c.Validate(); err != nil {
 			for _, line := range strings.Split(err.Error(), "\n") {
 				_, msg, _ := strings.Cut(line, ": ")

@@ -218,6 +218,7 @@ type run struct {
 	eng           *userspace.Engine      // the userspace engine, when that is the path
 	capDev        map[string]string      // device to capture per instance (default: its port's link)
 	prefixes      []netip.Prefix         // replica r's subnet
+	servers       []*resourceServer      // the shared resource, one per replica (resource.go)
 	start         time.Time
 
 	// proto is the protocol the processes run; obs follows their logs
@@ -286,7 +287,8 @@ func (r *run) run(ctx context.Context) (err error) {
 	spec := backend.Spec{RunID: o.RunID}
 	for rep := 0; rep < e.Replicas; rep++ {
 		var as []backend.Agent
-		pfx, err := backend.ReplicaPrefixFor(Subnet, rep, len(e.Agents))
+		// One host number more than the agents: the resource server's.
+		pfx, err := backend.ReplicaPrefixFor(Subnet, rep, len(e.Agents)+1)
 		if err != nil {
 			return err
 		}
@@ -300,6 +302,11 @@ func (r *run) run(ctx context.Context) (err error) {
 			r.order = append(r.order, inst)
 		}
 		spec.Replicas = append(spec.Replicas, as)
+	}
+	if r.simb == nil {
+		if err := r.planResource(&spec); err != nil {
+			return err
+		}
 	}
 	r.be = o.Backend
 	if r.be == nil {
@@ -340,6 +347,9 @@ func (r *run) run(ctx context.Context) (err error) {
 	}
 	o.Log.Info("capture ready", "interfaces", len(r.order), "took", time.Since(t0).Round(time.Millisecond))
 	if err := r.writeConfigs(); err != nil {
+		return err
+	}
+	if err := r.startResource(ctx); err != nil {
 		return err
 	}
 	r.start = r.now()

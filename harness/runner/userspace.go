@@ -64,6 +64,9 @@ func (r *run) impairUserspace() error {
 		}
 		r.capDev[inst] = dev
 	}
+	if err := r.routeAroundEngine(); err != nil {
+		return err
+	}
 	if err := r.setProfiles(r.eng.SetProfile); err != nil {
 		return err
 	}

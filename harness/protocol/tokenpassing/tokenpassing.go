@@ -43,7 +43,7 @@ func (Protocol) Config(e *experiments.Experiment, p protocol.Process, peers []pr
 	c := config.Config{Name: p.Instance, Listen: p.Addr.String(), CA: f.CACert, Credentials: f.Credentials, Log: f.Log,
 		Role: p.Spec.Role, Seed: seed, TimeScale: e.TimeScale, NetworkTimeScale: e.NetworkTimeScale,
 		DirectoryTTL: sc.DirectoryTTL, Passing: sc.Passing, RandomWalk: sc.RandomWalk, Wandering: sc.Wandering,
-		Fault: sc.Fault, DropRate: sc.DropRate}
+		Fault: sc.Fault, DropRate: sc.DropRate, Operation: sc.Operation}
 	c.RandomWalk.GenerateAtStart = p.Spec.Generate && p.Spec.Role == config.RoleRandomWalk
 	c.Wandering.GenerateAtStart = p.Spec.Generate && p.Spec.Role == config.RoleWandering
 	for _, o := range peers {
