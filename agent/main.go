@@ -308,7 +308,7 @@ func cmdResourceServer(args []string, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	listen := fs.String("listen", "", "TCP address IP:PORT to listen on")
 	logPath := fs.String("log", "", "event log file, - for standard error")
-	name := fs.String("name", "resource", "name in the event log's agent field")
+	name := fs.String("name", resource.ServerName, "name in the event log's agent field")
 	rate := fs.Int("rate", resource.DefaultRate, "bytes per second streamed to each client")
 	if err := fs.Parse(args); err != nil {
 		return exitUsage

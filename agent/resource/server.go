@@ -24,6 +24,10 @@ const (
 	ServerStopping eventlog.Kind = "resource_stopping"
 )
 
+// ServerName is the server's name in its log and in a run (instance
+// ServerName.rN in replica N > 0, log logs/INSTANCE.jsonl).
+const ServerName = "resource-server"
+
 // Server is the shared resource: it streams data to every connected
 // client at Rate and logs each client's connect and disconnect.
 type Server struct {

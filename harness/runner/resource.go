@@ -30,8 +30,8 @@ import (
 // logs/resource-server[.rN].jsonl.
 
 // ResourceName is the server's name in each replica (instance
-// ResourceName.rN); no agent may have it.
-const ResourceName = "resource-server"
+// ResourceName.rN, log logs/INSTANCE.jsonl); no agent may have it.
+const ResourceName = agentres.ServerName
 
 // ResourcePort is the server's TCP port.
 const ResourcePort = 7500
