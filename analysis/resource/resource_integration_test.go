@@ -12,6 +12,7 @@ import (
 
 	"tokenbed/agent/eventlog"
 	"tokenbed/experiments"
+	_ "tokenbed/harness/protocol/tokenpassing" // the protocol the agents run
 	"tokenbed/harness/runner"
 	"tokenbed/internal/testenv"
 )
