@@ -23,10 +23,13 @@ func TestMain(m *testing.M) { testenv.MainWithAgent(m, &agentBin) }
 
 // A small Wandering Token run on the netns backend (20 agents, Table 1's
 // Δop and Δskip, N_max 20 so that the resource is fully booked, 1,000
-// paper seconds at time scale 200): every operation the agents logged is
+// paper seconds at time scale 50): every operation the agents logged is
 // one connection in the resource server's log, and the two sources'
 // shares of each concurrency level agree within Tolerance (the
-// connections' set-up and close lags; see Tolerance).
+// connections' set-up and close lags; see Tolerance). At scale 200 an
+// operation lasts 20 ms and, on a machine loaded by another 150-agent
+// run, the lags' 99th percentiles reached 160 ms: the shares differed by
+// 4.5%; at scale 50 an operation lasts 80 ms.
 func TestAgentsAndServerAgreeOnNetns(t *testing.T) {
 	testenv.RequireRoot(t, "creates network namespaces")
 	if !eventlog.Known(OpStarted) {
@@ -43,14 +46,14 @@ func TestAgentsAndServerAgreeOnNetns(t *testing.T) {
 	src := `name: resource-agreement
 seed: 16
 duration: 1000s
-time_scale: 200
-network_time_scale: 200
+time_scale: 50
+network_time_scale: 50
 warm_start: true
 defaults:
   role: wandering
   agent:
     wandering: {op: 4s, skip: 100ms, nmax: 20}
-    passing: {move_timeout: 20s, ack_timeout: 20s, commit_timeout: 20s}
+    passing: {move_timeout: 5s, ack_timeout: 5s, commit_timeout: 5s}
     operation: {kind: resource}
 agents:
 ` + agents.String()
