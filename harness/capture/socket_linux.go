@@ -168,4 +168,6 @@ func closeOnExec(tp *afpacket.TPacket) error {
 }
 
 // socketFD returns tp's descriptor (tests).
-func socketFD(tp *afpacket.TPacket) int { return int(reflect.ValueOf(tp).Elem().FieldByName("fd").Int()) }
+func socketFD(tp *afpacket.TPacket) int {
+	return int(reflect.ValueOf(tp).Elem().FieldByName("fd").Int())
+}
