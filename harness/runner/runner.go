@@ -308,6 +308,11 @@ func (r *run) run(ctx context.Context) (err error) {
 			return err
 		}
 	}
+	if r.simb == nil {
+		if err := ensureFiles(len(r.order) + len(r.servers)); err != nil {
+			return err
+		}
+	}
 	r.be = o.Backend
 	if r.be == nil {
 		r.be = nsbackend.New()
