@@ -96,12 +96,20 @@ func clientToken(e eventlog.Event) (client, token string, err error) {
 
 // FromAgent returns the operations one agent logged (op_started and
 // op_finished by token). An operation still running at the end of the
-// log (a crash) ends at the log's last event.
+// log, or when the agent starts again in the same log (a crash, then a
+// restart), ends at the last event before: a crashed process's
+// connection closes with it.
 func FromAgent(evs []eventlog.Event) []Interval {
 	var out []Interval
 	open := map[string]int{}
 	var last int64
 	for _, e := range evs {
+		if e.Kind == eventlog.AgentStarted {
+			for tok, i := range open {
+				out[i].End, out[i].Open = max(last, out[i].Start), true
+				delete(open, tok)
+			}
+		}
 		last = max(last, e.MonoNS)
 		tok := token(e)
 		switch e.Kind {
@@ -149,13 +157,26 @@ func Holds(evs []eventlog.Event, minNS int64) []Interval {
 	var last int64
 	end := func(tok string, at int64) {
 		if s, ok := held[tok]; ok {
-			if at-s >= minNS {
+			if at = max(at, s); at-s >= minNS {
 				out = append(out, Interval{Client: evs[0].Agent, Token: tok, Start: s, End: at})
 			}
 			delete(held, tok)
 		}
 	}
+	endAll := func(at int64) {
+		toks := make([]string, 0, len(held))
+		for t := range held {
+			toks = append(toks, t)
+		}
+		slices.Sort(toks)
+		for _, t := range toks {
+			end(t, at)
+		}
+	}
 	for _, e := range evs {
+		if e.Kind == eventlog.AgentStarted {
+			endAll(last) // a restart: the crashed process held them until its last event
+		}
 		last = max(last, e.MonoNS)
 		switch e.Kind {
 		case eventlog.TokenAcquired:
@@ -164,14 +185,7 @@ func Holds(evs []eventlog.Event, minNS int64) []Interval {
 			end(e.Token, e.MonoNS)
 		}
 	}
-	toks := make([]string, 0, len(held))
-	for t := range held {
-		toks = append(toks, t)
-	}
-	slices.Sort(toks)
-	for _, t := range toks {
-		end(t, last)
-	}
+	endAll(last)
 	return out
 }
 

@@ -98,6 +98,16 @@ func TestOpenOperationsAndHolds(t *testing.T) {
 	if len(ivs) != 1 || !ivs[0].Open || ivs[0].Start != 8050 || ivs[0].End != 8050 {
 		t.Errorf("C's operations %+v, want one open at 8050", ivs)
 	}
+	// D crashed during an operation and was restarted in the same log:
+	// the operation ends with the crash (its last event), not with the
+	// restarted process's last event.
+	d := FromAgent(read(t, "D.jsonl"))
+	if len(d) != 2 || !d[0].Open || d[0].End != 1000 || d[1].Open || d[1].Start != 20000 || d[1].End != 24000 {
+		t.Errorf("D's operations %+v, want [1000, 1000] cut by the crash and [20000, 24000]", d)
+	}
+	if hs := Holds(read(t, "D.jsonl"), 0); len(hs) != 2 || hs[0].End != 1000 || hs[1].Start != 20000 {
+		t.Errorf("D's holds %+v, want the first cut by the crash at 1000", hs)
+	}
 	if hs := Holds(read(t, "A.jsonl"), 4000); len(hs) != 1 || hs[0].Start != 900 || hs[0].End != 5000 {
 		t.Errorf("A's long holds %+v, want [900, 5000)", hs)
 	}
