@@ -55,9 +55,20 @@ func (r *run) wantsResource() bool {
 }
 
 // planResource adds each replica's server to the network to build and
-// gives its address to the agents that need it.
+// gives its address to the agents that need it. The simulator runs no
+// processes of its own and its agents do no I/O: there the operation is
+// the hold, which is all 003's own simulation modelled.
 func (r *run) planResource(spec *backend.Spec) error {
 	if !r.wantsResource() {
+		return nil
+	}
+	if r.simb != nil {
+		for _, ar := range r.agents {
+			if op := &ar.spec.Config.Operation; op.Kind == agentres.KindResource && op.Server == "" {
+				op.Kind = agentres.KindHold
+			}
+		}
+		r.o.Log.Info("resource server: none in the simulator; the operation is the hold")
 		return nil
 	}
 	if _, taken := r.e.Agent(ResourceName); taken {

@@ -303,10 +303,8 @@ func (r *run) run(ctx context.Context) (err error) {
 		}
 		spec.Replicas = append(spec.Replicas, as)
 	}
-	if r.simb == nil {
-		if err := r.planResource(&spec); err != nil {
-			return err
-		}
+	if err := r.planResource(&spec); err != nil {
+		return err
 	}
 	if r.simb == nil {
 		if err := ensureFiles(len(r.order) + len(r.servers)); err != nil {
