@@ -8,7 +8,7 @@ export CGO_ENABLED := 0
 GOFLAGS_BUILD := -trimpath
 BACKEND   ?= netns
 
-.PHONY: all deps build test test-unit vet fmt-check fuzz bench bench-sim validate-netem demo endurance endurance-smoke nightly wandering-real clean clean-host image
+.PHONY: all deps build test test-unit vet fmt-check fuzz bench bench-sim validate-netem validate-sim demo endurance endurance-smoke nightly wandering-real clean clean-host image
 
 all: build
 
@@ -70,6 +70,25 @@ validate-netem: deps
 	$(GO) build $(GOFLAGS_BUILD) -o $(BIN)/validate-netem ./netem/validate/cmd/validate-netem
 	./$(BIN)/validate-netem $(VALIDATE_FLAGS)
 
+# The simulator against real processes (issue 13): experiments/validate-sim.yaml
+# on the netns backend, then in the simulator in the same shape (the file's
+# seed, replicas and time scale: VALIDATE_SIM_SHAPE must match them), and
+# harness compare prints the table (README "The simulator against real
+# processes") and exits 1 if a figure is outside its tolerance. The
+# allowance is the host's cost per pass that the model leaves out
+# (README). Needs root; about 3 min. Results stay in results/.
+VALIDATE_SIM_SHAPE ?= --replicas 4 --time-scale 1000
+VALIDATE_SIM_ALLOWANCE ?= 2ms
+validate-sim: build
+	@set -e; rid() { echo tb$$(od -An -N3 -tx1 /dev/urandom | tr -d ' \n'); }; \
+	real=$$(rid); sim=$$(rid); \
+	./$(BIN)/harness run --backend netns --run-id $$real $(HARNESS_FLAGS) experiments/validate-sim.yaml || [ $$? -eq 1 ]; \
+	./$(BIN)/harness run --backend sim --run-id $$sim $(VALIDATE_SIM_SHAPE) experiments/validate-sim.yaml || [ $$? -eq 1 ]; \
+	echo "sim vs real: results/$$real (netns) and results/$$sim (sim)"; \
+	./$(BIN)/harness compare --allowance $(VALIDATE_SIM_ALLOWANCE) \
+		--allowance-why "the host's cost per pass (kernel, TUN relay, wake-ups), which the simulator leaves out" \
+		results/$$real results/$$sim
+
 # The 20-day endurance experiment of seed 002 §3.3 in compressed time
 # (results/RUNID/report.md); endurance-smoke is the same, shortened (CI);
 # nightly is one continuous replica at real network scale, hours long.
@@ -99,6 +118,17 @@ wandering-real: build
 # A 3-agent run with per-link profiles, an outage and a crash.
 demo: build
 	./$(BIN)/harness run --backend $(BACKEND) $(HARNESS_FLAGS) experiments/three-agents.yaml
+
+# The FTN lock service (seed 001): unit traces, the checker on literal
+# histories and seeded swarms, then every experiments/ftn-*.yaml through
+# the harness on BACKEND (netns: as root; sim: anywhere), each run's
+# report.md with the checker's verdicts (mutual exclusion, fencing, data,
+# liveness); the first failing run stops it.
+.PHONY: ftn
+ftn: build
+	$(GO) test -count=1 ./agent/ftn/... ./harness/protocol/ftn/...
+	$(GO) test -count=1 -v -run 'TestSimulatedRun|TestSwarm|TestLiteralHistories|TestBrokenServerCaught|TestAdmittedWindow' ./analysis/ftn
+	for e in experiments/ftn-*.yaml; do ./$(BIN)/harness run --backend $(BACKEND) $(HARNESS_FLAGS) $$e || exit 1; done
 
 # Remove what a killed run left behind (namespaces, processes, UML directories).
 clean-host: build

@@ -38,9 +38,11 @@ import (
 	"time"
 
 	"tokenbed/agent/ca"
+	_ "tokenbed/agent/circulation/policies" // the roles this binary runs
 	"tokenbed/agent/config"
 	"tokenbed/agent/driver"
 	"tokenbed/agent/eventlog"
+	ftncmd "tokenbed/agent/ftn/cmd"
 	"tokenbed/agent/node"
 	"tokenbed/agent/resource"
 )
@@ -67,6 +69,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdCA(args[1:], stderr)
 	case "resource-server":
 		return cmdResourceServer(args[1:], stderr)
+	case "ftn":
+		return ftncmd.Main(args[1:], stdout, stderr)
 	case "version":
 		fmt.Fprintf(stdout, "tokenbed agent, wire format v1, event log schema v%d, roles %s\n", eventlog.SchemaVersion, strings.Join(config.Roles(), " "))
 		return exitOK
@@ -86,6 +90,7 @@ func usage(w io.Writer) {
   agent ca issue --dir DIR NAME...    issue member credentials into DIR
   agent resource-server --listen IP:PORT --log FILE [--name N] [--rate B]
                                       the shared resource of seed 003 (agent/resource)
+  agent ftn server|client ...         an FTN token server or client (agent ftn for usage)
   agent version
 `)
 }
@@ -201,8 +206,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		c.SetByFlag("$.network_time_scale", "network-time-scale")
 	}
 	if *generate {
-		c.RandomWalk.GenerateAtStart = true
-		c.Wandering.GenerateAtStart = true
+		c.Generate = true
 	}
 	set(&c.Fault, *fault, "$.fault", "fault")
 	if *skew != 0 {

@@ -29,6 +29,7 @@ import (
 
 	"tokenbed/agent/eventlog"
 	"tokenbed/experiments"
+	"tokenbed/harness/protocol"
 	"tokenbed/harness/results"
 	"tokenbed/netem"
 )
@@ -141,10 +142,13 @@ type Summary struct {
 	PaperSeconds     float64                `json:"paper_seconds"`
 	WallSeconds      float64                `json:"wall_seconds"`
 	Requirements     map[string]Requirement `json:"requirements"`
-	Passes           int                    `json:"passes"`
-	Agents           []AgentFigures         `json:"agents"`
-	Directions       []Direction            `json:"directions"`
-	Failures         struct {
+	// CheckNames are the run's checks in the order they ran (its
+	// protocol's; empty in summaries written before: Checks).
+	CheckNames []string       `json:"check_names,omitempty"`
+	Passes     int            `json:"passes"`
+	Agents     []AgentFigures `json:"agents"`
+	Directions []Direction    `json:"directions"`
+	Failures   struct {
 		Tolerated     int `json:"tolerated"`
 		AckTimeout    int `json:"detected_by_ack_timeout"`
 		CommitTimeout int `json:"detected_by_commit_timeout"`
@@ -215,7 +219,8 @@ func Analyze(dir string) (*Summary, error) {
 	if err != nil {
 		return nil, err
 	}
-	j := judge(input{info: info, topo: topo, exp: exp, h: h, cf: cf, b: &bundler{dir: dir, h: h, topo: topo}})
+	j := judge(input{info: info, topo: topo, exp: exp, h: h, cf: cf, b: &bundler{dir: dir, h: h, topo: topo},
+		events: func(f func(eventlog.Event) error) error { return eachLogEvent(dir, topo, f) }})
 	if err := writeOutputs(dir, j.s, exp, h, j.hs, j.paper, j.lat); err != nil {
 		return j.s, err
 	}
@@ -232,6 +237,8 @@ type input struct {
 	h    *history
 	cf   *captureFacts
 	b    *bundler
+	// events reads every process's events again, all kinds (Context.Events).
+	events func(func(eventlog.Event) error) error
 }
 
 // judged is the verdicts and what the report's plots need.
@@ -277,6 +284,9 @@ func judge(in input) judged {
 		s.Notes = append(s.Notes, "checks: "+err.Error())
 	} else {
 		s.Requirements = all.Results
+		if info.Protocol != "" && info.Protocol != protocol.Default {
+			s.CheckNames = all.Names // token passing's keep their report order (Checks)
+		}
 	}
 	hs, paper, lat := c.hs, c.paper, c.lat
 
@@ -596,9 +606,17 @@ func (s *Summary) Failed() []string { return s.with(VerdictFail) }
 // NotJudged lists the checks that had nothing to judge.
 func (s *Summary) NotJudged() []string { return s.with(VerdictNotJudged) }
 
+// Order lists the run's checks in report order.
+func (s *Summary) Order() []string {
+	if len(s.CheckNames) > 0 {
+		return s.CheckNames
+	}
+	return Checks
+}
+
 func (s *Summary) with(v Verdict) []string {
 	var f []string
-	for _, k := range Checks {
+	for _, k := range s.Order() {
 		if r, ok := s.Requirements[k]; ok && r.Verdict == v {
 			f = append(f, k)
 		}

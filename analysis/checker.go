@@ -6,8 +6,11 @@ import (
 	"strings"
 	"time"
 
+	"tokenbed/agent/eventlog"
+	"tokenbed/experiments"
 	"tokenbed/harness/protocol"
 	"tokenbed/harness/protocol/tokenpassing"
+	"tokenbed/harness/results"
 )
 
 // Checker is one check, as Jepsen's checker protocol: it takes a history
@@ -35,6 +38,43 @@ type Context struct {
 	// Set by the checkers that derive them, for the ones after.
 	lat    map[string][]float64
 	losses []Loss
+}
+
+// What a checker of any protocol reads. Token passing's checkers (below)
+// read the derived history of package analysis directly; another
+// protocol's checkers, registered from their own package, read the run
+// through these accessors and nothing else.
+
+// Info is the run's record (run.json): its protocol, seed, time scales,
+// status.
+func (c *Context) Info() results.RunInfo { return c.info }
+
+// Topology is the run's placement of processes (topology.json).
+func (c *Context) Topology() results.Topology { return c.topo }
+
+// Experiment is the experiment that ran, with the time scales and
+// replicas it ran at; nil when the results hold none.
+func (c *Context) Experiment() *experiments.Experiment { return c.exp }
+
+// HarnessEvents is the harness's own log: schedule steps, crashes,
+// outages, notices.
+func (c *Context) HarnessEvents() []eventlog.Event { return c.h.harness }
+
+// Events calls f with every event of every process's log, each log in its
+// own order (processes one after another): every kind, with a protocol's
+// own fields in Event.Extra. It reads the logs again, so that the history
+// need keep nothing for protocols it does not know. An error of f stops
+// it and is returned.
+func (c *Context) Events(f func(eventlog.Event) error) error {
+	if c.events == nil {
+		return nil
+	}
+	return c.events(f)
+}
+
+// Note adds a line to the summary's notes (report.md, summary.json).
+func (c *Context) Note(format string, a ...any) {
+	c.s.Notes = append(c.s.Notes, fmt.Sprintf(format, a...))
 }
 
 type registered struct {

@@ -50,11 +50,12 @@ func TestCheckers(t *testing.T) {
 					d.Fatalf(t, "unknown argument %q", a.Key)
 				}
 			}
-			h, err := readHistory(filepath.Join("testdata", "histories", hist))
+			hpath := filepath.Join("testdata", "histories", hist)
+			h, err := readHistory(hpath)
 			if err != nil {
 				d.Fatalf(t, "%v", err)
 			}
-			in := input{info: results.RunInfo{Status: "ok", Protocol: proto}, h: h, cf: capturedCommits(h)}
+			in := input{info: results.RunInfo{Status: "ok", Protocol: proto}, h: h, cf: capturedCommits(h), events: historyEvents(hpath)}
 			if exp != "" {
 				if in.exp, err = experiments.Load(filepath.Join("testdata", "histories", exp)); err != nil {
 					d.Fatalf(t, "%v", err)
@@ -90,6 +91,9 @@ func TestCheckers(t *testing.T) {
 			}
 			for _, l := range s.Losses {
 				fmt.Fprintf(&b, "lost %s at %s: %s, explained %v\n", l.Token, l.Agent, l.Cause, l.Explain)
+			}
+			for _, n := range s.Notes {
+				fmt.Fprintf(&b, "note: %s\n", n)
 			}
 			fmt.Fprintf(&b, "composed: %s\n", all.Verdict())
 			return b.String()

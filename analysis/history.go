@@ -152,6 +152,51 @@ func readLogs(dir string, topo results.Topology) (*history, error) {
 	return h, nil
 }
 
+// eachLogEvent calls f with every event of every process's log in dir, a
+// log at a time, in its order; a missing log is skipped (readLogs notes
+// it), a log cut mid-line is read to its last whole line.
+func eachLogEvent(dir string, topo results.Topology, f func(eventlog.Event) error) error {
+	for _, a := range topo.Agents {
+		path := filepath.Join(dir, a.Log)
+		fd, err := os.Open(path)
+		if os.IsNotExist(err) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		err = eventlog.Read(fd, path, f)
+		fd.Close()
+		if pe, ok := err.(*eventlog.ParseError); ok && strings.Contains(pe.Err.Error(), "truncated line") {
+			err = nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// historyEvents is eachLogEvent for a literal history (readHistory): its
+// processes' events, the harness's left out.
+func historyEvents(path string) func(func(eventlog.Event) error) error {
+	return func(f func(eventlog.Event) error) error {
+		evs, err := eventlog.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for _, e := range evs {
+			if e.Agent == "harness" {
+				continue
+			}
+			if err := f(e); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
 // readHistory reads a literal history: one JSON-lines file holding every
 // agent's events and the harness's ("agent": "harness"), each writer's in
 // its own order. Agents are named by their events (replica 0). Checkers

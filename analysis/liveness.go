@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"tokenbed/agent/circulation/randomwalk"
 	"tokenbed/agent/config"
 	"tokenbed/agent/eventlog"
 	"tokenbed/experiments"
@@ -48,12 +49,20 @@ func bounds(exp *experiments.Experiment) (livenessBounds, string) {
 		if a.Role != "" && a.Role != config.RoleRandomWalk {
 			return lb, fmt.Sprintf("agent %s runs role %s, which has no fixed hold to derive a bound from", a.Name, a.Role)
 		}
-		c := config.Config{Name: "x", Listen: "10.0.0.1:1", CA: "x", Credentials: "x", Passing: a.Config.Passing, RandomWalk: a.Config.RandomWalk}
+		c, err := config.Decode(a.Config)
+		if err != nil {
+			return lb, fmt.Sprintf("agent %s: %v", a.Name, err)
+		}
+		c.Name, c.Listen, c.CA, c.Credentials, c.Role = "x", "10.0.0.1:1", "x", "x", a.Role
 		r, err := c.Validate()
 		if err != nil {
 			return lb, fmt.Sprintf("agent %s: %v", a.Name, err)
 		}
-		p, rw := r.Passing, r.RandomWalk
+		rw, ok := r.Policy.(randomwalk.Config)
+		if !ok {
+			return lb, fmt.Sprintf("agent %s runs role %s, which has no fixed hold to derive a bound from", a.Name, r.Role)
+		}
+		p := r.Passing
 		lb.holdPaper = max(lb.holdPaper, rw.Hold)
 		lb.moveTO = max(lb.moveTO, p.MoveTimeout)
 		lb.retries = max(lb.retries, p.MoveRetries)

@@ -92,13 +92,17 @@ func renderReport(s *Summary, exp *experiments.Experiment, plots []string, plotN
 	p("## Checks (requirements of 002 §2, liveness, agents)\n\n| check | verdict | value | detail |\n|---|---|---|---|\n")
 	names := map[string]string{"loss": "(i) loss", "duplication": "(ii) duplication", "latency": "(iii) latency", "validation": "(iv) validation",
 		"liveness": "liveness", "agents": "agents"}
-	for _, k := range Checks {
+	for _, k := range s.Order() {
 		r := s.Requirements[k]
 		detail := r.Detail
 		if r.Bundle != "" {
 			detail += fmt.Sprintf(" — failure bundle: `%s` (open with `harness pcap %s/slice.pcapng`; see its README.txt)", r.Bundle, r.Bundle)
 		}
-		p("| %s | %s | %s | %s |\n", names[k], shown(r), r.Value, detail)
+		label := names[k]
+		if label == "" {
+			label = k // another protocol's check
+		}
+		p("| %s | %s | %s | %s |\n", label, shown(r), r.Value, detail)
 	}
 
 	p("\n## The paper's figures and this run's\n\n")
@@ -258,7 +262,7 @@ type junitFailure struct {
 
 func writeJUnit(path string, s *Summary) error {
 	suite := junitSuite{Name: "tokenbed endurance " + s.RunID}
-	for _, k := range Checks {
+	for _, k := range s.Order() {
 		r := s.Requirements[k]
 		c := junitCase{Name: "requirement " + k, Classname: "tokenbed." + s.Experiment, SystemOut: r.Value + ": " + r.Detail}
 		switch r.Verdict {

@@ -19,14 +19,11 @@ package experiments
 import (
 	"fmt"
 	"math/rand/v2"
-	"reflect"
 	"regexp"
 	"slices"
 	"strings"
 	"time"
 
-	"tokenbed/agent/config"
-	"tokenbed/agent/resource"
 	"tokenbed/agent/wire"
 	"tokenbed/internal/strictyaml"
 	"tokenbed/netem"
@@ -58,25 +55,12 @@ type File struct {
 
 // Defaults apply to every agent and link unless they say otherwise.
 type Defaults struct {
-	Role    string      `yaml:"role"`
-	Agent   AgentConfig `yaml:"agent"`
-	Profile string      `yaml:"profile"`
-}
-
-// AgentConfig is the part of the agent configuration an experiment sets.
-// A zero field inherits (agent ← defaults ← built-in).
-type AgentConfig struct {
-	Passing      config.Passing    `yaml:"passing"`
-	RandomWalk   config.RandomWalk `yaml:"randomwalk"`
-	Wandering    config.Wandering  `yaml:"wandering"`
-	DirectoryTTL time.Duration     `yaml:"directory_ttl"`
-	// Fault makes a deliberately broken agent (see agent/config).
-	Fault string `yaml:"fault"`
-	// DropRate drops outgoing datagrams in the agent itself (tests).
-	DropRate float64 `yaml:"drop_rate"`
-	// Operation is the protected operation (agent/resource); {kind:
-	// resource} without a server: the run provides one per replica.
-	Operation resource.Config `yaml:"operation"`
+	Role string `yaml:"role"`
+	// Agent is the configuration every agent starts from: the protocol's
+	// (for token passing, agent/config's fields and the policies'
+	// sections), kept undecoded here.
+	Agent   strictyaml.Node `yaml:"agent"`
+	Profile string          `yaml:"profile"`
 }
 
 // AgentSpec is one agent.
@@ -86,8 +70,10 @@ type AgentSpec struct {
 	// Generate makes the agent generate a token when it starts.
 	Generate bool `yaml:"generate"`
 	// Later agents start only when a join step starts them.
-	Later  bool        `yaml:"later"`
-	Config AgentConfig `yaml:"config"`
+	Later bool `yaml:"later"`
+	// Config is the agent's own configuration, over defaults.agent; the
+	// protocol decodes it.
+	Config strictyaml.Node `yaml:"config"`
 }
 
 // LinkSpec sets the profiles between two agents.
@@ -165,7 +151,10 @@ type Agent struct {
 	Role     string
 	Generate bool
 	Later    bool
-	Config   AgentConfig
+	// Config is defaults.agent overridden by the agent's config, key by
+	// key (strictyaml.Merge), undecoded: the protocol plug-in decodes it,
+	// and its errors name the file and line of each value.
+	Config strictyaml.Node
 }
 
 // Direction is one direction of a link with its profile.
@@ -205,9 +194,12 @@ type Experiment struct {
 	Replicas         int
 	WarmStart        bool // every agent starts with its peers' keys cached
 	Agents           []Agent
-	Directions       []Direction // every ordered pair of agents
-	Schedule         []Step      // sorted by time
-	Checks           Checks
+	// Targets are the protocol's schedule target words (Schema.Targets):
+	// a crash or restart step's agent is one of them or an agent.
+	Targets    []string
+	Directions []Direction // every ordered pair of agents
+	Schedule   []Step      // sorted by time
+	Checks     Checks
 	// Raw is the file as loaded: the results keep exactly what ran.
 	Raw []byte
 }
@@ -298,12 +290,16 @@ func resolve(name string, f *File, yf *strictyaml.File) (*Experiment, error) {
 	if e.Replicas < 0 || e.Replicas > 64 {
 		yf.Errorf("$.replicas", "must be in 1..64, got %d", f.Replicas)
 	}
-	role := f.Defaults.Role
-	if role == "" {
-		role = config.RoleRandomWalk
-	}
-	if !slices.Contains(config.Roles(), role) {
-		yf.Errorf("$.defaults.role", "%q: roles are %s", role, strings.Join(config.Roles(), ", "))
+	// The protocol decides the roles, the agents' configuration sections
+	// and the schedule's target words.
+	schema, err := lookupSchema(f.Protocol)
+	if err != nil {
+		yf.Errorf("$.protocol", "%v", err)
+	} else {
+		e.Targets = schema.Targets()
+		if _, err := schema.Role(f.Defaults.Role); err != nil && f.Defaults.Role != "" {
+			yf.Errorf("$.defaults.role", "%v", err)
+		}
 	}
 	defProfile := netem.Profile{}
 	if f.Defaults.Profile != "" {
@@ -322,36 +318,32 @@ func resolve(name string, f *File, yf *strictyaml.File) (*Experiment, error) {
 	generators := 0
 	for i, a := range f.Agents {
 		path := fmt.Sprintf("$.agents[%d]", i)
-		if msg := nameProblem(a.Name); msg != "" {
+		if msg := nameProblem(a.Name, e.Targets); msg != "" {
 			yf.Errorf(path+".name", "%q: %s", a.Name, msg)
 		} else if _, dup := names[a.Name]; dup {
 			yf.Errorf(path+".name", "%q defined twice", a.Name)
 		}
 		names[a.Name] = i
-		r := a.Role
-		if r == "" {
-			r = role
-		}
-		if !slices.Contains(config.Roles(), r) {
-			yf.Errorf(path+".role", "%q: roles are %s", r, strings.Join(config.Roles(), ", "))
-		}
 		if a.Generate {
 			generators++
 		}
-		cfg := f.Defaults.Agent
-		overlay(&cfg, a.Config)
-		e.Agents = append(e.Agents, Agent{Name: a.Name, Role: r, Generate: a.Generate, Later: a.Later, Config: cfg})
-		// Let the agent's own validation speak for the merged settings.
-		c := config.Config{Name: "x", Listen: "10.0.0.1:1", CA: "x", Credentials: "x", Passing: cfg.Passing, RandomWalk: cfg.RandomWalk, Wandering: cfg.Wandering, Role: r, Fault: cfg.Fault, DropRate: cfg.DropRate, Operation: cfg.Operation}
-		if c.Operation.Kind == resource.KindResource && c.Operation.Server == "" {
-			c.Operation.Server = "10.0.0.1:1" // the run provides the server
+		ag := Agent{Name: a.Name, Role: a.Role, Generate: a.Generate, Later: a.Later,
+			Config: strictyaml.Merge(f.Defaults.Agent, a.Config)}
+		if ag.Role == "" {
+			ag.Role = f.Defaults.Role
 		}
-		if _, err := c.Validate(); err != nil {
-			for _, line := range strings.Split(err.Error(), "\n") {
-				_, msg, _ := strings.Cut(line, ": ")
-				yf.Errorf(path+".config", "%s", msg)
+		if schema != nil {
+			r, err := schema.Role(ag.Role)
+			if err != nil {
+				if a.Role != "" || f.Defaults.Role == "" {
+					yf.Errorf(path+".role", "%v", err)
+				}
+			} else {
+				ag.Role = r
+				yf.Add(schema.CheckConfig(ag))
 			}
 		}
+		e.Agents = append(e.Agents, ag)
 	}
 	if generators == 0 && len(f.Agents) > 0 {
 		yf.Errorf("$.agents", "no agent has generate: true, so no token would exist until a regeneration")
@@ -462,8 +454,8 @@ func resolve(name string, f *File, yf *strictyaml.File) (*Experiment, error) {
 			}
 			return true
 		}
-		needAgent := func(allowHolder bool) {
-			if s.Agent == "holder" && allowHolder {
+		needAgent := func(allowTarget bool) {
+			if allowTarget && slices.Contains(e.Targets, s.Agent) {
 				return
 			}
 			if _, known := names[s.Agent]; !known {
@@ -564,46 +556,28 @@ func resolve(name string, f *File, yf *strictyaml.File) (*Experiment, error) {
 // Names an experiment reserves. An agent's instance is NAME in replica 0
 // and NAME.rN in replica N, its namespace RUNID-INSTANCE beside the
 // replicas' RUNID-hubN and the kernel checks' RUNID-netemcheck and
-// RUNID-owncheck, and a link
-// step names A>B or A-B; "holder" is the crash and restart target meaning
-// whoever holds the token.
+// RUNID-owncheck, and a link step names A>B or A-B. The protocol's
+// schedule target words (token passing's "holder") are reserved too.
 var (
-	reservedName = regexp.MustCompile(`^(hub[0-9]+|netemcheck|owncheck|holder)$`)
+	reservedName = regexp.MustCompile(`^(hub[0-9]+|netemcheck|owncheck)$`)
 	agentName    = regexp.MustCompile(`^[A-Za-z0-9_]+$`)
 )
 
 // maxReplicaSuffix is ".r63": the longest suffix a replica adds.
 const maxReplicaSuffix = 4
 
-// nameProblem says what is wrong with an agent name, or "".
-func nameProblem(n string) string {
+// nameProblem says what is wrong with an agent name, or ""; targets are
+// the protocol's schedule target words.
+func nameProblem(n string, targets []string) string {
 	switch {
 	case !agentName.MatchString(n):
 		return "want letters, digits and '_' only ('.' would clash with replica instances NAME.rN, '-' with the A-B link form)"
 	case len(n)+maxReplicaSuffix > wire.MaxNameLen:
 		return fmt.Sprintf("longer than %d characters (a replica's instance adds .rNN)", wire.MaxNameLen-maxReplicaSuffix)
 	case reservedName.MatchString(n):
-		return "reserved (hubN, netemcheck and owncheck name the harness's own namespaces; holder is the crash target meaning whoever holds the token)"
+		return "reserved (hubN, netemcheck and owncheck name the harness's own namespaces)"
+	case slices.Contains(targets, n):
+		return fmt.Sprintf("reserved: the protocol's schedule target word (crash: %s); targets are %s", n, strings.Join(targets, ", "))
 	}
 	return ""
-}
-
-// overlay sets every non-zero field of src onto dst, recursively: the
-// per-agent settings override the defaults field by field.
-func overlay(dst *AgentConfig, src AgentConfig) {
-	overlayValue(reflect.ValueOf(dst).Elem(), reflect.ValueOf(src))
-}
-
-func overlayValue(dst, src reflect.Value) {
-	if src.Kind() == reflect.Struct {
-		for i := 0; i < src.NumField(); i++ {
-			if dst.Field(i).CanSet() {
-				overlayValue(dst.Field(i), src.Field(i))
-			}
-		}
-		return
-	}
-	if !src.IsZero() {
-		dst.Set(src)
-	}
 }

@@ -1,4 +1,4 @@
-package experiments
+package experiments_test
 
 import (
 	"fmt"
@@ -7,6 +7,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"tokenbed/experiments"
+	_ "tokenbed/harness/protocol/ftn"          // protocol ftn's schema (ftn-*.yaml)
+	_ "tokenbed/harness/protocol/tokenpassing" // the default protocol's schema
 )
 
 func TestShippedExperimentsLoad(t *testing.T) {
@@ -15,7 +19,7 @@ func TestShippedExperimentsLoad(t *testing.T) {
 		t.Fatal("no experiment files")
 	}
 	for _, f := range files {
-		e, err := Load(f)
+		e, err := experiments.Load(f)
 		if err != nil {
 			t.Errorf("%s: %v", f, err)
 			continue
@@ -46,7 +50,7 @@ links:
 schedule:
   - {action: outage, links: [A-C], at: 10s, until: 90s, count: 5, for: 1s}
 `
-	e, err := Parse("x.yaml", []byte(src))
+	e, err := experiments.Parse("x.yaml", []byte(src))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,11 +64,20 @@ schedule:
 	}
 	a, _ := e.Agent("A")
 	b, _ := e.Agent("B")
-	if a.Config.RandomWalk.Hold != 5*time.Second || b.Config.RandomWalk.Hold != 2*time.Second {
-		t.Errorf("hold: A %v (want 5s, its own), B %v (want 2s, the default)", a.Config.RandomWalk.Hold, b.Config.RandomWalk.Hold)
+	// The merged section, as the protocol will decode it.
+	section := func(a experiments.Agent) map[string]map[string]any {
+		var m map[string]map[string]any
+		if err := a.Config.Decode(&m); err != nil {
+			t.Fatal(err)
+		}
+		return m
 	}
-	if b.Config.Passing.MoveRetries == nil || *b.Config.Passing.MoveRetries != 3 {
-		t.Error("defaults.agent.passing not inherited")
+	ah, bh := section(a)["randomwalk"]["hold"], section(b)["randomwalk"]["hold"]
+	if ah != "5s" || bh != "2s" {
+		t.Errorf("hold: A %v (want 5s, its own), B %v (want 2s, the default)", ah, bh)
+	}
+	if r := section(b)["passing"]["move_retries"]; fmt.Sprint(r) != "3" {
+		t.Errorf("defaults.agent.passing not inherited: move_retries %v", r)
 	}
 	if len(e.Schedule) != 5 {
 		t.Fatalf("count: 5 gave %d steps", len(e.Schedule))
@@ -78,7 +91,7 @@ schedule:
 		}
 	}
 	// The same seed gives the same schedule.
-	e2, _ := Parse("x.yaml", []byte(src))
+	e2, _ := experiments.Parse("x.yaml", []byte(src))
 	for i := range e.Schedule {
 		if e.Schedule[i].At != e2.Schedule[i].At {
 			t.Fatal("schedule is not reproducible from the seed")
@@ -106,7 +119,7 @@ checks:
   latency:
     - {link: "A>B", tolerance: -1}
 `
-	_, err := Parse("bad.yaml", []byte(src))
+	_, err := experiments.Parse("bad.yaml", []byte(src))
 	if err == nil {
 		t.Fatal("accepted")
 	}
@@ -133,7 +146,7 @@ checks:
 		t.Errorf("only %d errors reported:\n%s", len(lines), err)
 	}
 	// Unknown fields name file and line too.
-	_, err = Parse("typo.yaml", []byte("name: x\nduration: 1s\nagnets: []\n"))
+	_, err = experiments.Parse("typo.yaml", []byte("name: x\nduration: 1s\nagnets: []\n"))
 	if err == nil || !strings.HasPrefix(err.Error(), "typo.yaml:3:") {
 		t.Errorf("unknown field: %v", err)
 	}
@@ -156,7 +169,7 @@ func TestReadmeExample(t *testing.T) {
 	if start < 0 || end < 0 {
 		t.Fatal("no yaml block in the section")
 	}
-	if _, err := Parse("README.md example", []byte(s[start+8:start+8+end])); err != nil {
+	if _, err := experiments.Parse("README.md example", []byte(s[start+8:start+8+end])); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -165,7 +178,7 @@ func TestReadmeExample(t *testing.T) {
 // error line, which starts with the file and the wanted line number.
 func expectErrors(t *testing.T, src string, want map[string]int) {
 	t.Helper()
-	_, err := Parse("x.yaml", []byte(src))
+	_, err := experiments.Parse("x.yaml", []byte(src))
 	if err == nil {
 		t.Fatalf("accepted:\n%s", src)
 	}
@@ -277,7 +290,7 @@ schedule:
   - {action: join, agent: D, via: A, at: 10s}
   - {action: join, agent: D, via: A, at: 60s}
 `} {
-		if _, err := Parse("ok.yaml", []byte(src)); err != nil {
+		if _, err := experiments.Parse("ok.yaml", []byte(src)); err != nil {
 			t.Errorf("rejected: %v\n%s", err, src)
 		}
 	}
@@ -308,7 +321,44 @@ func TestLoadRefusesHugeFile(t *testing.T) {
 	if err := os.WriteFile(p, []byte("name: x\n"+strings.Repeat("# pad\n", 300000)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Load(p); err == nil || !strings.Contains(err.Error(), "larger than") {
+	if _, err := experiments.Load(p); err == nil || !strings.Contains(err.Error(), "larger than") {
 		t.Errorf("want a size error, got %v", err)
 	}
+}
+
+// An agent's configuration is decoded by its own types (the agent's
+// fields, each policy's section), and its errors keep the line of the
+// value: in defaults.agent or in the agent's config.
+func TestAgentConfigErrorsAtTheirLines(t *testing.T) {
+	expectErrors(t, `name: x
+duration: 10s
+defaults:
+  agent:
+    randomwalk: {hold: -1s}
+agents:
+  - {name: A, generate: true}
+  - name: B
+    role: wandering
+    config:
+      wandering: {op: 1s, skip: 2s}
+      passing:
+        move_timeout: -5ms
+  - {name: C, role: ring}
+`, map[string]int{
+		`agents[1].config.wandering.skip: must be in [0, op)`:     11,
+		`agents[1].config.passing.move_timeout: must be positive`: 13,
+		`randomwalk.hold: must not be negative`:                   5,
+		// B's own config is merged over the defaults: the error names B's
+		// field, at the line of the default value it inherited.
+		`agents[1].config.randomwalk.hold: must not be negative`: 5,
+		`agents[2].role: "ring"`:                                 14,
+	})
+	expectErrors(t, `name: x
+duration: 10s
+agents:
+  - {name: A, generate: true}
+  - name: B
+    config:
+      wandering: {opp: 1s}
+`, map[string]int{`unknown field "opp"`: 7})
 }

@@ -2,6 +2,7 @@ package experiments
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"tokenbed/internal/strictyaml"
@@ -20,20 +21,22 @@ const (
 // checkLifecycle rejects the steps that the schedule itself proves cannot
 // work: a restart of an agent that is running (it would abort the run), a
 // restart of a later agent that never joined (that is a join), a second
-// join, a join through a member that is down, and a restart of "holder"
-// before any holder crashed. Each replica replays its own shard of the
-// timeline from a fresh start, so the proof is per shard. What the
-// schedule cannot prove (after crash: holder, any agent may be down) is
-// left to the runner, which skips an impossible step and logs why.
+// join, a join through a member that is down, and a restart of a target
+// word (token passing's "holder") before any crash of it. Each replica
+// replays its own shard of the timeline from a fresh start, so the proof
+// is per shard. What the schedule cannot prove (after crash: holder, any
+// agent may be down) is left to the runner, which skips an impossible
+// step and logs why.
 func checkLifecycle(e *Experiment, yf *strictyaml.File) {
 	shard := e.Duration / time.Duration(e.Replicas)
 	if shard <= 0 {
 		return
 	}
 	state := make([]map[string]life, e.Replicas)
-	holderCrashed := make([]bool, e.Replicas)
+	wordCrashed := make([]map[string]bool, e.Replicas) // target words crashed, per replica
 	for r := range state {
 		state[r] = map[string]life{}
+		wordCrashed[r] = map[string]bool{}
 		for _, a := range e.Agents {
 			if a.Later {
 				state[r][a.Name] = notStarted
@@ -52,11 +55,11 @@ func checkLifecycle(e *Experiment, yf *strictyaml.File) {
 		}
 		switch s.Action {
 		case ActCrash:
-			if s.Agent != "holder" {
+			if !slices.Contains(e.Targets, s.Agent) {
 				st[s.Agent] = down
 				continue
 			}
-			holderCrashed[r] = true
+			wordCrashed[r][s.Agent] = true
 			for n, l := range st {
 				if l == running {
 					st[n] = unknown
@@ -65,9 +68,9 @@ func checkLifecycle(e *Experiment, yf *strictyaml.File) {
 		case ActLeave:
 			st[s.Agent] = down
 		case ActRestart:
-			if s.Agent == "holder" {
-				if !holderCrashed[r] {
-					yf.Errorf(path+".agent", "restart of holder at %v%s: no crash of holder comes before it", s.At, where)
+			if slices.Contains(e.Targets, s.Agent) {
+				if !wordCrashed[r][s.Agent] {
+					yf.Errorf(path+".agent", "restart of %s at %v%s: no crash of %s comes before it", s.Agent, s.At, where, s.Agent)
 				}
 				continue
 			}

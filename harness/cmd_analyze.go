@@ -32,7 +32,7 @@ func analyzeDir(dir string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "harness analyze:", err)
 		return exitRunError
 	}
-	for _, k := range analysis.Checks {
+	for _, k := range s.Order() {
 		r := s.Requirements[k]
 		v := strings.ToUpper(string(r.Verdict))
 		fmt.Fprintf(stdout, "%-12s %s  %s\n", k, v, r.Detail)

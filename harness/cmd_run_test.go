@@ -28,13 +28,13 @@ func TestRunUnknownBackendListsRegistry(t *testing.T) {
 // naming the file and the registered protocols, before anything runs.
 func TestRunUnknownProtocol(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "x.yaml")
-	os.WriteFile(p, []byte("name: x\nprotocol: ftn\nseed: 1\nduration: 10s\nagents:\n  - {name: A, generate: true}\n  - {name: B}\n"), 0o644)
+	os.WriteFile(p, []byte("name: x\nprotocol: paxos\nseed: 1\nduration: 10s\nagents:\n  - {name: A, generate: true}\n  - {name: B}\n"), 0o644)
 	var out, errb bytes.Buffer
 	code := run([]string{"run", "--results", t.TempDir(), p}, &out, &errb)
 	if code != exitUsage {
 		t.Fatalf("exit %d, want %d; stderr: %s", code, exitUsage, errb.String())
 	}
-	if msg := errb.String(); !strings.Contains(msg, p) || !strings.Contains(msg, `"ftn"`) || !strings.Contains(msg, "tokenpassing") {
+	if msg := errb.String(); !strings.Contains(msg, p) || !strings.Contains(msg, `"paxos"`) || !strings.Contains(msg, "tokenpassing") {
 		t.Errorf("stderr %q: want the file, the protocol and the known ones", msg)
 	}
 }

@@ -6,6 +6,7 @@
 //
 //	harness run [flags] EXPERIMENT.yaml   run an experiment (harness run -h)
 //	harness analyze RESULTS_DIR           recompute checks and report from logs and capture
+//	harness compare RUN_DIR_A RUN_DIR_B   compare two runs of one experiment (the simulator against real processes)
 //	harness pcap FILE [filters]           decoded per-session timeline of a capture
 //	harness preflight                     say which impairment path this machine takes, and why
 //	harness clean [--run RUNID]           remove what killed runs left behind
@@ -30,8 +31,10 @@ import (
 
 	"golang.org/x/term"
 
+	_ "tokenbed/analysis/ftn" // protocol ftn's checkers
 	"tokenbed/analysis/pcaptimeline"
-	_ "tokenbed/harness/protocol/tokenpassing" // the protocol plug-ins this build runs
+	_ "tokenbed/harness/protocol/ftn" // the protocol plug-ins this build runs
+	_ "tokenbed/harness/protocol/tokenpassing"
 )
 
 const (
@@ -57,6 +60,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdRun(ctx, args[1:], stdout, stderr, log)
 	case "analyze":
 		return cmdAnalyze(args[1:], stdout, stderr)
+	case "compare":
+		return cmdCompare(args[1:], stdout, stderr)
 	case "pcap":
 		return pcaptimeline.Main(args[1:], stdout, stderr)
 	case "preflight":
@@ -76,6 +81,7 @@ func usage(w io.Writer) {
 	fmt.Fprint(w, `usage:
   harness run [flags] EXPERIMENT.yaml   run an experiment (harness run -h for flags)
   harness analyze RESULTS_DIR           recompute checks and report from logs and capture
+  harness compare RUN_DIR_A RUN_DIR_B   compare two runs of one experiment (sim vs real), exit 1 outside tolerance
   harness pcap FILE [filters]           decoded per-session timeline of a capture (harness pcap -h)
   harness preflight                     which impairment path this machine takes, and why
   harness clean [--run RUNID]           remove leftovers of killed runs

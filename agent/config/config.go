@@ -6,13 +6,15 @@ package config
 
 import (
 	"fmt"
+	"maps"
 	"net/netip"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/goccy/go-yaml"
+
 	"tokenbed/agent/circulation"
-	"tokenbed/agent/circulation/randomwalk"
-	"tokenbed/agent/circulation/wandering"
 	"tokenbed/agent/node"
 	"tokenbed/agent/passing"
 	"tokenbed/agent/resource"
@@ -20,12 +22,8 @@ import (
 	"tokenbed/internal/strictyaml"
 )
 
-// Roles the agent binary can take: the circulation policies registered
-// with package circulation.
-const (
-	RoleRandomWalk = randomwalk.Role // 002 §3.2, the default
-	RoleWandering  = wandering.Role  // 003 Fig. 1
-)
+// RoleRandomWalk is the role of a configuration that names none.
+const RoleRandomWalk = circulation.DefaultRole
 
 // Roles lists the roles this build runs.
 func Roles() []string { return circulation.Roles() }
@@ -55,25 +53,6 @@ type Passing struct {
 	Linger *time.Duration `yaml:"linger"`
 }
 
-// RandomWalk configures the random-walk policy (002 §3.2).
-type RandomWalk struct {
-	Hold             time.Duration `yaml:"hold"`              // default 10s (002 §3.3)
-	RegenerateAfter  *float64      `yaml:"regenerate_after"`  // default 10; 0 disables
-	ExpectedReturn   time.Duration `yaml:"expected_return"`   // default members × hold
-	RegenerateJitter *float64      `yaml:"regenerate_jitter"` // default 0.1
-	GenerateAtStart  bool          `yaml:"generate_at_start"`
-}
-
-// Wandering configures the Wandering Token policy (seed 003, Table 1).
-type Wandering struct {
-	Op              time.Duration `yaml:"op"`       // Δop, default 4s
-	Skip            time.Duration `yaml:"skip"`     // Δskip, default 100ms
-	NMax            int           `yaml:"nmax"`     // default 300
-	Min             time.Duration `yaml:"min"`      // Δmin, default op × nmax / 2
-	Generate        time.Duration `yaml:"generate"` // γgenerate, default min × nmax
-	GenerateAtStart bool          `yaml:"generate_at_start"`
-}
-
 // Config is the agent configuration file.
 type Config struct {
 	Name string `yaml:"name"`
@@ -98,8 +77,15 @@ type Config struct {
 	Join             string        `yaml:"join"` // join through this peer (002 §3.2)
 	DirectoryTTL     time.Duration `yaml:"directory_ttl"`
 	Passing          Passing       `yaml:"passing"`
-	RandomWalk       RandomWalk    `yaml:"randomwalk"`
-	Wandering        Wandering     `yaml:"wandering"`
+	// Generate makes the agent generate a token when it starts (the
+	// --generate flag); a policy's section may say so too.
+	Generate bool `yaml:"generate,omitempty"`
+	// Policies are the circulation policies' own sections, keyed by role
+	// ("randomwalk:", "wandering:" at the top of the file): each decoded
+	// into the type its policy registered (circulation.Register), written
+	// back in place by MarshalYAML. Only registered roles are sections;
+	// any other unknown key is an error at its line.
+	Policies map[string]any `yaml:"-"`
 	// Fault breaks the protocol on purpose (skip_ack_check,
 	// acquire_on_move) to prove that the testbed catches a broken agent.
 	Fault string `yaml:"fault"`
@@ -115,6 +101,11 @@ type Config struct {
 	Operation resource.Config `yaml:"operation"`
 
 	file *strictyaml.File
+	// node is what the configuration was decoded from: an agent's file
+	// ("$"), or an experiment's agent ("$.agents[2].config", merged over
+	// defaults.agent); errors are located in it, at each value's line.
+	node    strictyaml.Node
+	decoded bool
 	// flags maps a field's YAML path to the command-line flag that set
 	// it: an error about it names the flag, not a line of the file.
 	flags map[string]string
@@ -132,13 +123,67 @@ func (c *Config) SetByFlag(path, name string) {
 
 // Load reads and decodes path. Call Validate after applying flags.
 func Load(path string) (*Config, error) {
-	var c Config
-	f, err := strictyaml.Load(path, &c)
+	b, err := strictyaml.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	c.file = f
+	n, err := strictyaml.Parse(path, b)
+	if err != nil {
+		return nil, err
+	}
+	return Decode(n)
+}
+
+// Decode decodes a configuration from n: an agent's whole file, or the
+// settings an experiment gives an agent. Its own fields are decoded
+// strictly; a key naming a registered role is that policy's section,
+// decoded into the policy's own type. Validate reports its errors in n's
+// file, at n's path.
+func Decode(n strictyaml.Node) (*Config, error) {
+	rest, sections := n.Split(circulation.Known)
+	var c Config
+	if err := rest.Decode(&c); err != nil {
+		return nil, err
+	}
+	c.file, c.node, c.decoded = n.File(), n, true
+	for _, role := range slices.Sorted(maps.Keys(sections)) {
+		s, err := circulation.NewSection(role)
+		if err != nil {
+			return nil, err
+		}
+		if err := sections[role].Decode(s); err != nil {
+			return nil, err
+		}
+		c.SetPolicy(role, s)
+	}
 	return &c, nil
+}
+
+// SetPolicy sets role's section: a value circulation.NewSection(role)
+// returned, filled in.
+func (c *Config) SetPolicy(role string, section any) {
+	if c.Policies == nil {
+		c.Policies = map[string]any{}
+	}
+	c.Policies[role] = section
+}
+
+// MarshalYAML writes the configuration with each policy's section under
+// its role, where Decode reads it.
+func (c *Config) MarshalYAML() (any, error) {
+	type plain Config // without this method
+	b, err := yaml.Marshal((*plain)(c))
+	if err != nil {
+		return nil, err
+	}
+	var out yaml.MapSlice
+	if err := yaml.Unmarshal(b, &out); err != nil {
+		return nil, err
+	}
+	for _, role := range slices.Sorted(maps.Keys(c.Policies)) {
+		out = append(out, yaml.MapItem{Key: role, Value: c.Policies[role]})
+	}
+	return out, nil
 }
 
 // errorf records a validation error for a field (by YAML path).
@@ -151,6 +196,10 @@ func (c *Config) errorf(path, format string, a ...any) {
 			c.file.Flagf(name, "%s", fmt.Sprintf(format, a...))
 			return
 		}
+	}
+	if c.decoded {
+		c.node.Errorf(strings.TrimPrefix(strings.TrimPrefix(path, "$"), "."), format, a...)
+		return
 	}
 	c.file.Errorf(path, format, a...)
 }
@@ -174,20 +223,9 @@ type Resolved struct {
 	DirectoryTTL     time.Duration
 	Operation        resource.Config
 	Passing          passing.Config
-	RandomWalk       randomwalk.Config
-	Wandering        wandering.Config
-}
-
-// Policy is the resolved configuration of the role's own section, for
-// circulation.New.
-func (r *Resolved) Policy() any {
-	switch r.Role {
-	case RoleWandering:
-		return r.Wandering
-	case RoleRandomWalk:
-		return r.RandomWalk
-	}
-	return nil
+	// Policy is the role's section resolved by its policy (for
+	// circulation.New; e.g. a randomwalk.Config), in real time.
+	Policy any
 }
 
 // Validate checks every field, reporting all errors at once, and returns
@@ -307,37 +345,25 @@ func (c *Config) Validate() (*Resolved, error) {
 		pc.Linger = *c.Passing.Linger
 	}
 
-	rw := randomwalk.Config{Hold: randomwalk.DefaultHold, RegenerateAfter: 10, RegenerateJitter: 0.1,
-		GenerateAtStart: c.RandomWalk.GenerateAtStart, JoinPeer: c.Join, ExpectedReturn: c.RandomWalk.ExpectedReturn}
-	if c.RandomWalk.Hold < 0 {
-		c.errorf("$.randomwalk.hold", "must not be negative")
-	} else if c.RandomWalk.Hold > 0 {
-		rw.Hold = c.RandomWalk.Hold
+	// Every policy section present is checked, the role's own resolved
+	// even when absent (its defaults). Compressed time: the policies
+	// divide their durations by the time scale; the passing timeouts are
+	// network time.
+	scaled := pc.Scaled(r.NetworkTimeScale)
+	roles := slices.Sorted(maps.Keys(c.Policies))
+	if circulation.Known(r.Role) && c.Policies[r.Role] == nil {
+		roles = append(roles, r.Role)
 	}
-	if c.RandomWalk.RegenerateAfter != nil {
-		rw.RegenerateAfter = *c.RandomWalk.RegenerateAfter
-	}
-	if c.RandomWalk.RegenerateJitter != nil {
-		rw.RegenerateJitter = *c.RandomWalk.RegenerateJitter
-	}
-	if err := rw.Validate(); err != nil {
-		field, _, _ := strings.Cut(err.Error(), ":")
-		c.errorf("$.randomwalk."+field, "%v", strings.TrimPrefix(err.Error(), field+": "))
-	}
-	wc := wandering.Config{Op: 4 * time.Second, Skip: 100 * time.Millisecond, NMax: 300, Min: c.Wandering.Min,
-		Generate: c.Wandering.Generate, GenerateAtStart: c.Wandering.GenerateAtStart}
-	if c.Wandering.Op != 0 {
-		wc.Op = c.Wandering.Op
-	}
-	if c.Wandering.Skip != 0 {
-		wc.Skip = c.Wandering.Skip
-	}
-	if c.Wandering.NMax != 0 {
-		wc.NMax = c.Wandering.NMax
-	}
-	if err := wc.Validate(); err != nil {
-		field, _, _ := strings.Cut(err.Error(), ":")
-		c.errorf("$.wandering."+strings.SplitN(field, ",", 2)[0], "%v", strings.TrimPrefix(err.Error(), field+": "))
+	for _, role := range roles {
+		env := circulation.Env{TimeScale: r.TimeScale, Generate: c.Generate, Join: c.Join, Transit: 2 * scaled.MoveTimeout,
+			Errorf: func(field, format string, a ...any) { c.errorf("$."+role+"."+field, format, a...) }}
+		pcfg, err := circulation.Resolve(role, c.Policies[role], env)
+		if err != nil {
+			c.errorf("$."+role, "%v", err)
+		}
+		if role == r.Role {
+			r.Policy = pcfg
+		}
 	}
 	if err := c.file.Err(); err != nil {
 		return nil, err
@@ -347,12 +373,6 @@ func (c *Config) Validate() (*Resolved, error) {
 	k, kn := r.TimeScale, r.NetworkTimeScale
 	r.Passing = pc.Scaled(kn)
 	div := func(d time.Duration) time.Duration { return time.Duration(float64(d) / k) }
-	rw.Hold, rw.ExpectedReturn = div(rw.Hold), div(rw.ExpectedReturn)
-	rw.Transit = 2 * r.Passing.MoveTimeout
-	r.RandomWalk = rw
 	r.DirectoryTTL = div(c.DirectoryTTL)
-	wc = wc.WithDefaults()
-	wc.Op, wc.Skip, wc.Min, wc.Generate = div(wc.Op), div(wc.Skip), div(wc.Min), div(wc.Generate)
-	r.Wandering = wc
 	return r, nil
 }

@@ -6,6 +6,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	_ "tokenbed/agent/circulation/policies" // the roles of the agent binary
+	"tokenbed/agent/circulation/randomwalk"
 )
 
 func write(t *testing.T, s string) string {
@@ -35,14 +38,18 @@ peers: [{name: B, addr: "10.0.0.2:7400"}]
 	}
 	// Application durations are divided by time_scale, passing timeouts
 	// by network_time_scale.
-	if r.RandomWalk.Hold != 100*time.Millisecond {
-		t.Errorf("hold %v, want 10s/100", r.RandomWalk.Hold)
+	rw, ok := r.Policy.(randomwalk.Config)
+	if !ok {
+		t.Fatalf("policy configuration %T, want the default role's randomwalk.Config", r.Policy)
+	}
+	if rw.Hold != 100*time.Millisecond {
+		t.Errorf("hold %v, want 10s/100", rw.Hold)
 	}
 	if r.Passing.MoveTimeout != 250*time.Millisecond || r.Passing.MoveRetries != 2 || r.Passing.CommitRetries != 10 {
 		t.Errorf("passing %+v, want the paper's retries and 500ms/2", r.Passing)
 	}
-	if r.RandomWalk.Transit != 500*time.Millisecond {
-		t.Errorf("transit allowance %v, want two move timeouts", r.RandomWalk.Transit)
+	if rw.Transit != 500*time.Millisecond {
+		t.Errorf("transit allowance %v, want two move timeouts", rw.Transit)
 	}
 	if r.Role != RoleRandomWalk || r.Log != "-" {
 		t.Errorf("role %q log %q", r.Role, r.Log)
@@ -103,7 +110,7 @@ role: juggler
 		p + `:6:17: passing.move_timeout: "soon"`,
 		p + `:7:16: passing.ack_timeout: "10 parsecs"`,
 		p + `:8:7: role: "juggler"`,
-		"known: randomwalk, wandering", // the registered policies
+		"known: metronome, randomwalk, wandering", // the registered policies
 	} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error lacks %q:\n%v", want, err)

@@ -32,7 +32,7 @@ func (r *Resolved) Node(cred *ca.Credentials, now time.Time) (*node.Node, error)
 		}
 		members = append(members, m)
 	}
-	policy, err := circulation.New(r.Role, r.Policy())
+	policy, err := circulation.New(r.Role, r.Policy)
 	if err != nil {
 		return nil, fmt.Errorf("role: %v", err)
 	}
@@ -44,7 +44,7 @@ func (r *Resolved) Node(cred *ca.Credentials, now time.Time) (*node.Node, error)
 // Started is the agent's first log record: what it runs, and with which
 // settings (fault: the configured deliberate fault, "" for none).
 func (r *Resolved) Started(fault string, dropRate float64) eventlog.Event {
-	detail := fmt.Sprintf("passing=%+v policy=%s randomwalk=%+v wandering=%+v drop_rate=%v", r.Passing, r.Role, r.RandomWalk, r.Wandering, dropRate)
+	detail := fmt.Sprintf("passing=%+v policy=%s %s=%+v drop_rate=%v", r.Passing, r.Role, r.Role, r.Policy, dropRate)
 	if fault != "" {
 		detail = "FAULT " + fault + " (a deliberately broken agent); " + detail
 	}

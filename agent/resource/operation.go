@@ -98,8 +98,13 @@ func New(c Config, env Env) (Operation, error) {
 	return f(c, env)
 }
 
-// Validate checks c without starting anything.
+// Validate checks c without starting anything. A resource operation
+// without a server passes: an experiment leaves it to the run, which
+// starts one per replica and fills it in; New refuses it.
 func (c Config) Validate() error {
+	if c.Kind == KindResource && c.Server == "" {
+		c.Server = "0.0.0.0:1" // any address: only the other fields are checked
+	}
 	_, err := New(c, Env{})
 	return err
 }

@@ -122,7 +122,7 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 		want string
 	}{
 		{Config{Kind: "teleport"}, "kind: unknown operation \"teleport\" (known: hold, resource)"},
-		{Config{Kind: KindResource}, "server:"},
+		{Config{Kind: KindResource, Server: "server"}, "server:"},
 		{Config{Kind: KindHold, Server: "10.0.0.1:1"}, "server:"},
 	} {
 		err := c.cfg.Validate()
@@ -132,5 +132,12 @@ func TestConfigErrorsNameTheField(t *testing.T) {
 	}
 	if err := (Config{}).Validate(); err != nil {
 		t.Errorf("the zero configuration (hold): %v", err)
+	}
+	// An experiment leaves the server to the run; the agent needs it.
+	if err := (Config{Kind: KindResource}).Validate(); err != nil {
+		t.Errorf("resource without a server, as an experiment writes it: %v", err)
+	}
+	if _, err := New(Config{Kind: KindResource}, Env{}); err == nil || !strings.Contains(err.Error(), "server:") {
+		t.Errorf("an agent started without the server's address: error %v, want one naming server", err)
 	}
 }

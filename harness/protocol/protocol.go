@@ -14,9 +14,10 @@
 //
 // Token passing (seed 002, package harness/protocol/tokenpassing) is the first
 // plug-in. A lock service (seed 001: servers and clients) is a second one
-// without a core change: its processes take roles "server" and "client",
-// Config writes each role's file, Target resolves "leader" from the
-// servers' logs, and its Basis counts the clients' critical sections as
+// without a core change: its Schema accepts roles "server" and "client"
+// and decodes each agent's config section into its own types, Config
+// writes each role's file, Target resolves "leader" from the servers'
+// logs, and its Basis counts the clients' critical sections as
 // application time.
 //
 // Adding a protocol: see the README, "Adding a protocol".
@@ -68,6 +69,13 @@ type Files struct {
 type Protocol interface {
 	// Name is the protocol's name in experiment files (protocol:).
 	Name() string
+	// Schema validates what of an experiment file is the protocol's: the
+	// processes' roles, their configuration sections (kept undecoded by
+	// package experiments, decoded here with their file:line) and the
+	// schedule's target words ("holder"). Register registers it with
+	// package experiments, so an experiment naming the protocol is
+	// checked by it when it loads.
+	experiments.Schema
 	// Config returns p's configuration file. peers are the processes it
 	// knows at start (for a process that joins later, the one it joins
 	// through); seed is p's own random seed.
@@ -113,13 +121,17 @@ type Simulated interface {
 }
 
 // Default is the protocol of an experiment file that names none.
-const Default = "tokenpassing"
+const Default = experiments.DefaultProtocol
 
 var protocols = registry.New[Protocol]("protocol")
 
-// Register makes a protocol known by its name. Plug-ins call it from
-// init; registering a name twice panics.
-func Register(p Protocol) { protocols.Register(p.Name(), p) }
+// Register makes a protocol known by its name, to the runner and (its
+// Schema) to package experiments. Plug-ins call it from init; registering
+// a name twice panics.
+func Register(p Protocol) {
+	protocols.Register(p.Name(), p)
+	experiments.RegisterSchema(p.Name(), p)
+}
 
 // Names lists the registered protocols, sorted.
 func Names() []string { return protocols.Names() }

@@ -18,6 +18,7 @@ import (
 	agentres "tokenbed/agent/resource"
 	"tokenbed/harness/backend"
 	"tokenbed/harness/results"
+	"tokenbed/internal/strictyaml"
 )
 
 // The shared resource server of seed 003 (agent/resource): when an
@@ -43,11 +44,37 @@ type resourceServer struct {
 	log  string
 }
 
+// operationOf reads the operation section of an agent's configuration
+// (undecoded in the experiment: the protocol plug-in checked it).
+func operationOf(cfg strictyaml.Node) agentres.Config {
+	var c agentres.Config
+	if _, taken := cfg.Split(func(k string) bool { return k == "operation" }); !taken["operation"].IsZero() {
+		taken["operation"].Decode(&c)
+	}
+	return c
+}
+
+// needsServer reports whether an agent's operation needs the server the
+// run provides.
+func needsServer(cfg strictyaml.Node) bool {
+	op := operationOf(cfg)
+	return op.Kind == agentres.KindResource && op.Server == ""
+}
+
+// withOperation returns cfg with its operation replaced by op.
+func withOperation(cfg strictyaml.Node, op agentres.Config) (strictyaml.Node, error) {
+	over, err := strictyaml.Parse("the run's resource server", []byte(fmt.Sprintf("operation: {kind: %s, server: %q}\n", op.Kind, op.Server)))
+	if err != nil {
+		return cfg, err
+	}
+	return strictyaml.Merge(cfg, over), nil
+}
+
 // wantsResource reports whether some agent's operation needs a server
 // the run provides.
 func (r *run) wantsResource() bool {
 	for _, a := range r.e.Agents {
-		if op := a.Config.Operation; op.Kind == agentres.KindResource && op.Server == "" {
+		if needsServer(a.Config) {
 			return true
 		}
 	}
@@ -64,8 +91,12 @@ func (r *run) planResource(spec *backend.Spec) error {
 	}
 	if r.simb != nil {
 		for _, ar := range r.agents {
-			if op := &ar.spec.Config.Operation; op.Kind == agentres.KindResource && op.Server == "" {
-				op.Kind = agentres.KindHold
+			if needsServer(ar.spec.Config) {
+				cfg, err := withOperation(ar.spec.Config, agentres.Config{Kind: agentres.KindHold})
+				if err != nil {
+					return err
+				}
+				ar.spec.Config = cfg
 			}
 		}
 		r.o.Log.Info("resource server: none in the simulator; the operation is the hold")
@@ -82,8 +113,12 @@ func (r *run) planResource(spec *backend.Spec) error {
 			log: filepath.Join(r.absDir(), results.LogsDir, a.Instance+".jsonl")})
 		addr := netip.AddrPortFrom(a.Addr, ResourcePort).String()
 		for _, ar := range r.agents {
-			if op := &ar.spec.Config.Operation; ar.a.Replica == rep && op.Kind == agentres.KindResource && op.Server == "" {
-				op.Server = addr
+			if ar.a.Replica == rep && needsServer(ar.spec.Config) {
+				cfg, err := withOperation(ar.spec.Config, agentres.Config{Kind: agentres.KindResource, Server: addr})
+				if err != nil {
+					return err
+				}
+				ar.spec.Config = cfg
 			}
 		}
 	}

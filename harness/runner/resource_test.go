@@ -10,11 +10,15 @@ import (
 	"tokenbed/experiments"
 	"tokenbed/harness/backend"
 	"tokenbed/harness/sim"
+	"tokenbed/internal/strictyaml"
 )
 
 func resourceRun(t *testing.T, simulated bool) (*run, *backend.Spec) {
 	t.Helper()
-	op := experiments.AgentConfig{Operation: agentres.Config{Kind: agentres.KindResource}}
+	op, err := strictyaml.Parse("exp.yaml", []byte("operation: {kind: resource}\npassing: {move_timeout: 1s}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	e := &experiments.Experiment{Agents: []experiments.Agent{{Name: "A", Config: op}, {Name: "B", Config: op}}}
 	r := &run{e: e, agents: map[string]*agentRun{}, o: Options{Log: slog.New(slog.NewTextHandler(io.Discard, nil))}}
 	if simulated {
@@ -42,8 +46,12 @@ func TestPlanResourceAddsTheServer(t *testing.T) {
 		t.Fatalf("replica 0 to build: %+v, want A, B and the server at 10.77.0.3", spec.Replicas[0])
 	}
 	for _, inst := range r.order {
-		if got := r.agents[inst].spec.Config.Operation; got.Kind != agentres.KindResource || got.Server != "10.77.0.3:7500" {
+		cfg := r.agents[inst].spec.Config
+		if got := operationOf(cfg); got.Kind != agentres.KindResource || got.Server != "10.77.0.3:7500" {
 			t.Errorf("%s: operation %+v, want the server's address", inst, got)
+		}
+		if _, taken := cfg.Split(func(k string) bool { return k == "passing" }); taken["passing"].IsZero() {
+			t.Errorf("%s: the rest of the configuration was lost", inst)
 		}
 	}
 }
@@ -55,7 +63,7 @@ func TestPlanResourceInTheSimulatorIsAHold(t *testing.T) {
 		t.Errorf("a server was planned in the simulator: %+v", spec.Replicas[0])
 	}
 	for _, inst := range r.order {
-		if got := r.agents[inst].spec.Config.Operation; got.Kind != agentres.KindHold {
+		if got := operationOf(r.agents[inst].spec.Config); got.Kind != agentres.KindHold {
 			t.Errorf("%s: operation %+v in the simulator, want hold", inst, got)
 		}
 	}

@@ -79,6 +79,7 @@ func Decode(name string, data []byte, v any) (*File, error) {
 	if err := yaml.UnmarshalWithOptions(data, v, yaml.Strict(), yaml.CustomUnmarshaler(lenientDuration)); err != nil {
 		return nil, f.wrap(err)
 	}
+	f.bind(reflect.ValueOf(v), "$")
 	return f, nil
 }
 
@@ -229,6 +230,14 @@ func (f *File) locate(path string) (int, int) {
 		p = p[:i]
 	}
 	return 0, 0
+}
+
+// Add records an error found elsewhere (decoding a Node of the file),
+// already naming the file and line.
+func (f *File) Add(err error) {
+	if err != nil {
+		f.errs = append(f.errs, err)
+	}
 }
 
 // Err returns every recorded validation error at once, or nil.

@@ -19,7 +19,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"tokenbed/harness/backend/nsbackend"
 	"tokenbed/internal/nsenter"
 )
 
@@ -112,7 +111,7 @@ func loadavg() (float64, string) {
 func (l *lab) benchSocket(agent string, peer netip.AddrPort) int {
 	l.t.Helper()
 	var fd int
-	err := nsenter.Do(l.ports[agent].NS, func() error {
+	err := nsenter.Do(l.ns[agent], func() error {
 		var err error
 		fd, err = unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
 		if err != nil {
@@ -147,7 +146,7 @@ func (l *lab) benchSocket(agent string, peer netip.AddrPort) int {
 // the sockets, not the paths, dropped.
 func (l *lab) udpErrors(agent string) int64 {
 	var n int64
-	nsenter.Do(l.ports[agent].NS, func() error {
+	nsenter.Do(l.ns[agent], func() error {
 		b, err := os.ReadFile("/proc/thread-self/net/snmp")
 		if err != nil {
 			return err
@@ -373,7 +372,7 @@ func (l *lab) withEngine(txqlen int, profile string, phase func()) Stats {
 
 func benchLab(b *testing.B, k int) *lab {
 	id := benchRunID(k)
-	nsbackend.Clean(id) // what a killed run of this process ID left
+	removeLab(id, "A", "B") // what a killed run of this process ID left
 	return newBareLab(b, id, "A", "B")
 }
 

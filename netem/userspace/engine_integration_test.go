@@ -14,8 +14,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// A real topology (lab_test.go: the harness's network-namespace backend, a
-// bridge and a veth per agent), with the engine in front: per-destination
+// A real topology (lab_test.go: a namespace per agent on a hub's bridge, a
+// veth per agent), with the engine in front: per-destination
 // delays, loss, fail-closed, TUN drops, and nothing left behind.
 
 func echo(c *net.UDPConn) {
@@ -193,8 +193,8 @@ func TestTunDropsCountAsUnintended(t *testing.T) {
 func TestTxQueueLenDefault(t *testing.T) {
 	l := newBareLab(t, "tbe11a04", "A", "B")
 	l.attach(Config{RunID: "tbe11a04", Seed: 7})
-	for n, p := range l.ports {
-		h, err := netlink.NewHandleAt(p.NS)
+	for n, ns := range l.ns {
+		h, err := netlink.NewHandleAt(ns)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -18,7 +18,7 @@ func TestAttachSubnetCarriesAndFailsClosed(t *testing.T) {
 	l.eng = New(Config{RunID: "tbe11a0a", Seed: 7})
 	subnet := netip.MustParsePrefix("10.77.0.0/24")
 	for _, n := range []string{"A", "B"} {
-		if _, err := l.eng.AttachSubnet(l.ports[n].NS, l.addrs[n], subnet); err != nil {
+		if _, err := l.eng.AttachSubnet(l.ns[n], l.addrs[n], subnet); err != nil {
 			t.Fatal(err)
 		}
 	}

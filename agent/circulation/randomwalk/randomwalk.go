@@ -97,7 +97,7 @@ const Role = "randomwalk"
 
 var _ circulation.Policy = (*Policy)(nil)
 
-func init() { circulation.Register(Role, circulation.Typed(Role, New)) }
+func init() { circulation.Register[Section](Role, New) }
 
 func New(cfg Config) *Policy {
 	return &Policy{cfg: cfg, held: map[wire.TokenID]*heldToken{}}

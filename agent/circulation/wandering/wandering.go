@@ -20,57 +20,6 @@ import (
 	"tokenbed/agent/wire"
 )
 
-// Config holds the parameters of Table 1 of seed 003.
-type Config struct {
-	// Op is Δop, how long the protected operation holds the token
-	// (Table 1: 4 s).
-	Op time.Duration
-	// Skip is Δskip, how long an early token is kept (Table 1: 0.1 s).
-	Skip time.Duration
-	// NMax is the number of agents that saturates the resource (Table 1:
-	// 300).
-	NMax int
-	// Min is Δmin; 0 means Op × NMax / 2 (line 2; Table 1: 600 s).
-	Min time.Duration
-	// Generate is γgenerate, the mean of the random part of the
-	// regeneration timeout; 0 means Min × NMax (line 3; Table 1: 180,000 s).
-	Generate time.Duration
-	// GenerateAtStart makes the agent start with a token.
-	GenerateAtStart bool
-	// History is how many tokens the sandwich rule remembers (line 35
-	// pushes every token; a bound keeps memory finite). 0 means 64.
-	History int
-}
-
-// WithDefaults fills Min, Generate and History from the formulas of Fig. 1.
-func (c Config) WithDefaults() Config {
-	if c.Min == 0 {
-		c.Min = c.Op * time.Duration(c.NMax) / 2
-	}
-	if c.Generate == 0 {
-		c.Generate = c.Min * time.Duration(c.NMax)
-	}
-	if c.History == 0 {
-		c.History = 64
-	}
-	return c
-}
-
-// Validate names the first invalid field.
-func (c Config) Validate() error {
-	switch {
-	case c.Op <= 0:
-		return fmt.Errorf("op: must be positive, got %v", c.Op)
-	case c.Skip < 0 || c.Skip >= c.Op:
-		return fmt.Errorf("skip: must be in [0, op), got %v (seed 003 assumes Δskip ≪ Δop)", c.Skip)
-	case c.NMax <= 0:
-		return fmt.Errorf("nmax: must be positive, got %d", c.NMax)
-	case c.Min < 0 || c.Generate < 0 || c.History < 0:
-		return fmt.Errorf("min, generate, history: must not be negative")
-	}
-	return nil
-}
-
 type entry struct {
 	id wire.TokenID
 }
@@ -100,7 +49,7 @@ const Role = "wandering"
 
 var _ circulation.Policy = (*Policy)(nil)
 
-func init() { circulation.Register(Role, circulation.Typed(Role, New)) }
+func init() { circulation.Register[Section](Role, New) }
 
 func New(cfg Config) *Policy {
 	return &Policy{cfg: cfg.WithDefaults(), held: map[wire.TokenID]*held{}}

@@ -8,11 +8,15 @@
 package tokenpassing
 
 import (
+	"maps"
+	"slices"
 	"strconv"
+	"time"
 
 	"github.com/goccy/go-yaml"
 
-	"tokenbed/agent/circulation/randomwalk"
+	"tokenbed/agent/circulation"
+	_ "tokenbed/agent/circulation/policies" // the roles agents take
 	"tokenbed/agent/config"
 	"tokenbed/agent/eventlog"
 	"tokenbed/experiments"
@@ -37,15 +41,58 @@ func init() { protocol.Register(Protocol{}) }
 // Name implements protocol.Protocol.
 func (Protocol) Name() string { return Name }
 
+// Role implements experiments.Schema: the roles are the registered
+// circulation policies; none means the random walk (002 §3.2).
+func (Protocol) Role(role string) (string, error) {
+	if role == "" {
+		return circulation.DefaultRole, nil
+	}
+	if err := circulation.UnknownRole(role); err != nil {
+		return "", err
+	}
+	return role, nil
+}
+
+// Targets implements experiments.Schema.
+func (Protocol) Targets() []string { return []string{TargetHolder} }
+
+// harnessFields are the agent configuration's fields that Config sets for
+// every agent from the run itself: an experiment's config section cannot
+// set them.
+var harnessFields = map[string]string{
+	"name": "the agent's instance name", "listen": "its address", "ca": "the run's CA",
+	"credentials": "the run's keys", "log": "the results directory", "role": "role:",
+	"seed": "the experiment's seed", "time_scale": "time_scale:", "network_time_scale": "network_time_scale:",
+	"peers": "the topology", "join": "join steps", "generate": "generate:",
+}
+
+// CheckConfig implements experiments.Schema: the agent's own
+// configuration types (agent/config and each policy's section) decode the
+// section strictly and validate it, every error at its line.
+func (Protocol) CheckConfig(a experiments.Agent) error {
+	_, owned := a.Config.Split(func(k string) bool { return harnessFields[k] != "" })
+	for _, k := range slices.Sorted(maps.Keys(owned)) {
+		owned[k].Errorf("", "set by the harness from %s, not in an agent's configuration", harnessFields[k])
+	}
+	c, err := decode(a, 1)
+	if err != nil {
+		return err
+	}
+	c.Validate() // records its errors in the experiment's file
+	return nil
+}
+
 // Config implements protocol.Protocol: the agent's configuration file.
 func (Protocol) Config(e *experiments.Experiment, p protocol.Process, peers []protocol.Process, f protocol.Files, seed uint64) ([]byte, error) {
-	sc := p.Spec.Config
-	c := config.Config{Name: p.Instance, Listen: p.Addr.String(), CA: f.CACert, Credentials: f.Credentials, Log: f.Log,
-		Role: p.Spec.Role, Seed: seed, TimeScale: e.TimeScale, NetworkTimeScale: e.NetworkTimeScale,
-		DirectoryTTL: sc.DirectoryTTL, Passing: sc.Passing, RandomWalk: sc.RandomWalk, Wandering: sc.Wandering,
-		Fault: sc.Fault, DropRate: sc.DropRate, Operation: sc.Operation}
-	c.RandomWalk.GenerateAtStart = p.Spec.Generate && p.Spec.Role == config.RoleRandomWalk
-	c.Wandering.GenerateAtStart = p.Spec.Generate && p.Spec.Role == config.RoleWandering
+	// The experiment's settings for the agent (passing, the policies'
+	// sections, ...), decoded by the agent's own configuration types.
+	c, err := config.Decode(p.Spec.Config)
+	if err != nil {
+		return nil, err
+	}
+	c.Name, c.Listen, c.CA, c.Credentials, c.Log = p.Instance, p.Addr.String(), f.CACert, f.Credentials, f.Log
+	c.Role, c.Seed, c.TimeScale, c.NetworkTimeScale = p.Spec.Role, seed, e.TimeScale, e.NetworkTimeScale
+	c.Generate = p.Spec.Generate
 	for _, o := range peers {
 		peer := config.Peer{Name: o.Instance, Addr: o.Addr.String()}
 		// Replicas after the first replay the middle of the paper's run,
@@ -61,7 +108,7 @@ func (Protocol) Config(e *experiments.Experiment, p protocol.Process, peers []pr
 		}
 		c.Peers = append(c.Peers, peer)
 	}
-	return yaml.Marshal(&c)
+	return yaml.Marshal(c)
 }
 
 // Args implements protocol.Protocol.
@@ -76,17 +123,39 @@ func (Protocol) Args(cfg string, o protocol.Start) []string {
 	return args
 }
 
-// NominalNS implements protocol.Protocol: the configured hold of a
-// random-walk agent in wall time; the Wandering Token's holds vary.
+// NominalNS implements protocol.Protocol: the hold of a policy with a
+// fixed one (the random walk's, as the agent resolves it) in wall time;
+// the Wandering Token's holds vary.
 func (Protocol) NominalNS(e *experiments.Experiment, a experiments.Agent) int64 {
-	if a.Role != "" && a.Role != config.RoleRandomWalk {
+	r, err := resolve(a, e.TimeScale)
+	if err != nil {
 		return 0
 	}
-	h := a.Config.RandomWalk.Hold
-	if h == 0 {
-		h = randomwalk.DefaultHold // the agent's default
+	if h, ok := r.Policy.(interface{ NominalHold() time.Duration }); ok {
+		return int64(h.NominalHold())
 	}
-	return int64(float64(h) / e.TimeScale)
+	return 0
+}
+
+// resolve resolves an experiment's agent as the agent would, with
+// durations divided by timeScale.
+func resolve(a experiments.Agent, timeScale float64) (*config.Resolved, error) {
+	c, err := decode(a, timeScale)
+	if err != nil {
+		return nil, err
+	}
+	return c.Validate()
+}
+
+// decode is an experiment's agent as an agent configuration, with
+// placeholders for what the run sets.
+func decode(a experiments.Agent, timeScale float64) (*config.Config, error) {
+	c, err := config.Decode(a.Config)
+	if err != nil {
+		return nil, err
+	}
+	c.Name, c.Listen, c.CA, c.Credentials, c.Role, c.TimeScale = "x", "10.0.0.1:1", "x", "x", a.Role, timeScale
+	return c, nil
 }
 
 // Basis implements protocol.Protocol: a hold runs from a token_acquired to

@@ -4,9 +4,11 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
+	"tokenbed/agent/circulation/randomwalk"
 	"tokenbed/agent/config"
 	"tokenbed/agent/eventlog"
 	"tokenbed/experiments"
@@ -17,17 +19,27 @@ import (
 // The configuration the plug-in writes is one the agent loads, with the
 // experiment's settings and the start-up token where the experiment asks.
 func TestConfigRoundTrip(t *testing.T) {
-	retries, regen := 0, 3.0
-	e := &experiments.Experiment{TimeScale: 100, NetworkTimeScale: 1}
-	spec := experiments.Agent{Name: "A", Role: config.RoleRandomWalk, Generate: true, Config: experiments.AgentConfig{
-		Passing:    config.Passing{AckTimeout: 250 * time.Millisecond, CommitRetries: &retries},
-		RandomWalk: config.RandomWalk{Hold: 7 * time.Second, RegenerateAfter: &regen},
-		Fault:      "skip_ack_check", DirectoryTTL: time.Minute}}
+	e, err := experiments.Parse("x.yaml", []byte(`name: x
+duration: 10s
+time_scale: 100
+defaults:
+  agent: {passing: {ack_timeout: 250ms, commit_retries: 0}, randomwalk: {hold: 2s}}
+agents:
+  - name: A
+    generate: true
+    config: {randomwalk: {hold: 7s, regenerate_after: 3}, wandering: {op: 2s}, fault: skip_ack_check, directory_ttl: 1m}
+  - {name: B}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec, _ := e.Agent("A")
 	a := protocol.Process{Instance: "A.r2", Name: "A", Replica: 2, Addr: netip.MustParseAddrPort("10.77.2.1:7400"), Spec: spec}
 	b := protocol.Process{Instance: "B.r2", Name: "B", Replica: 2, Addr: netip.MustParseAddrPort("10.77.2.2:7400")}
 	files := protocol.Files{CACert: "/k/ca.crt", Credentials: "/k", Log: "/r/logs/A.r2.jsonl",
 		PeerCert: func(i string) string { return "/k/" + i + ".crt" }}
-	out, err := Protocol{}.Config(e, a, []protocol.Process{b}, files, 42)
+	var out []byte
+	out, err = Protocol{}.Config(e, a, []protocol.Process{b}, files, 42)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,11 +59,18 @@ func TestConfigRoundTrip(t *testing.T) {
 	if len(r.Peers) != 1 || r.Peers[0].Name != "B.r2" || r.Peers[0].Certificate != "/k/B.r2.crt" {
 		t.Errorf("peers %+v: want B.r2 with its certificate (replica 2 starts warm)", r.Peers)
 	}
-	if !r.RandomWalk.GenerateAtStart || r.Wandering.GenerateAtStart {
-		t.Errorf("generate_at_start: randomwalk %v wandering %v; want only the agent's role", r.RandomWalk.GenerateAtStart, r.Wandering.GenerateAtStart)
+	rw, ok := r.Policy.(randomwalk.Config)
+	if !ok {
+		t.Fatalf("policy configuration %T, want randomwalk.Config", r.Policy)
 	}
-	if r.RandomWalk.Hold != 70*time.Millisecond || r.RandomWalk.RegenerateAfter != 3 {
-		t.Errorf("randomwalk %+v: want the experiment's hold (scaled) and regenerate_after", r.RandomWalk)
+	if !rw.GenerateAtStart {
+		t.Errorf("generate_at_start not set for an agent with generate: true")
+	}
+	if rw.Hold != 70*time.Millisecond || rw.RegenerateAfter != 3 {
+		t.Errorf("randomwalk %+v: want the agent's hold (scaled) over the default's, and regenerate_after", rw)
+	}
+	if _, ok := c.Policies["wandering"]; !ok {
+		t.Errorf("the wandering section was not written:\n%s", out)
 	}
 	if r.Passing.AckTimeout != 250*time.Millisecond || r.Passing.CommitRetries != 0 || r.Passing.Fault == 0 {
 		t.Errorf("passing %+v", r.Passing)
@@ -93,7 +112,7 @@ func TestBasisAndNominal(t *testing.T) {
 	if n := p.NominalNS(e, experiments.Agent{}); n != int64(10*time.Millisecond) {
 		t.Errorf("default hold at scale 1000: %d ns", n)
 	}
-	if n := p.NominalNS(e, experiments.Agent{Role: config.RoleWandering}); n != 0 {
+	if n := p.NominalNS(e, experiments.Agent{Role: "wandering"}); n != 0 {
 		t.Errorf("wandering has no fixed hold: %d", n)
 	}
 }
@@ -109,6 +128,27 @@ func TestHoldsIsDeterministic(t *testing.T) {
 		}
 		if got := o.Holds("A"); got != "10@C" {
 			t.Fatalf("A holds %q, want the smallest, 10@C", got)
+		}
+	}
+}
+
+// The plug-in validates an experiment's agent sections: the agent's own
+// types decode them (errors at their lines), and the fields the run sets
+// for every agent are refused where they are written.
+func TestSchemaChecksAgentSections(t *testing.T) {
+	_, err := experiments.Parse("x.yaml", []byte(`name: x
+duration: 10s
+agents:
+  - {name: A, generate: true, config: {listen: "10.0.0.9:1", passing: {ack_retries: -1}}}
+  - {name: B, role: ring}
+`))
+	for _, want := range []string{
+		`x.yaml:4:48: agents[0].config.listen: set by the harness`,
+		`x.yaml:4:85: agents[0].config.passing.ack_retries: must be in 0..1000`,
+		`x.yaml:5:21: agents[1].role: "ring": no such role; known: randomwalk, wandering`,
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q:\n%v", want, err)
 		}
 	}
 }

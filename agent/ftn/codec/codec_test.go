@@ -1,0 +1,95 @@
+package codec
+
+import (
+	"errors"
+	"net/netip"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"tokenbed/agent/ca"
+	"tokenbed/agent/ftn/msg"
+)
+
+// t0 is now: ca.LoadMember checks certificates against the wall clock.
+var t0 = time.Now().Truncate(time.Second)
+
+func member(t testing.TB, dir, name string, seed uint64) *ca.Credentials {
+	t.Helper()
+	src := ca.Seeded(seed, t0, t0.Add(24*time.Hour))
+	if _, err := ca.LoadCert(filepath.Join(dir, "ca.crt")); err != nil {
+		if err := ca.InitWith(dir, src); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := ca.IssueWith(dir, name, src); err != nil {
+		t.Fatal(err)
+	}
+	c, err := ca.LoadMember(dir, name, filepath.Join(dir, "ca.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func reason(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Reason
+	}
+	return ""
+}
+
+func TestRoundTripAndRefusals(t *testing.T) {
+	dir := t.TempDir()
+	s0, c0 := member(t, dir, "s0", 1), member(t, dir, "c0", 1)
+	other := member(t, t.TempDir(), "c0", 2) // same name, another CA
+	a := netip.MustParseAddrPort("10.0.0.1:7000")
+	b := netip.MustParseAddrPort("10.0.1.1:7000")
+	m := msg.Msg{Kind: msg.Acquire, Client: 5, Req: 3, Name: "a", Mode: msg.Shared, Fence: msg.Fence{Epoch: 1 << 32, Counter: 2}}
+	enc := New(c0)
+	dec := New(s0)
+	d, err := enc.Encode(m, b, a, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	from, got, err := dec.Decode(d, b, a, t0)
+	if err != nil || from.Name != "c0" || from.Addr != b || got.Name != "a" || got.Mode != msg.Shared || got.Fence != m.Fence {
+		t.Fatalf("decode: %v %+v %+v", err, from, got)
+	}
+	cases := []struct {
+		name     string
+		data     []byte
+		src, dst netip.AddrPort
+		want     string
+	}{
+		{"another destination", d, b, b, "bad-signature"},
+		{"another source", d, a, a, "bad-signature"},
+		{"a flipped body byte", flip(d, len(d)-70), b, a, "bad-signature"},
+		{"another CA", must(New(other).Encode(m, b, a, t0)), b, a, "bad-certificate"},
+		{"truncated", d[:20], b, a, "malformed:name"},
+		{"not ours", []byte("TB\x02hello world, long enough to be a datagram of some other kind................................"), b, a, "malformed:magic"},
+	}
+	for _, c := range cases {
+		if _, _, err := dec.Decode(c.data, c.src, c.dst, t0); reason(err) == "" || (c.want != "" && reason(err) != c.want && c.name != "truncated") {
+			t.Errorf("%s: %v, want %s", c.name, err, c.want)
+		}
+	}
+	// An expired certificate is refused even once cached.
+	if _, _, err := dec.Decode(d, b, a, t0.Add(48*time.Hour)); reason(err) != "bad-certificate" {
+		t.Errorf("expired: %v", err)
+	}
+}
+
+func flip(b []byte, i int) []byte {
+	c := append([]byte(nil), b...)
+	c[i] ^= 1
+	return c
+}
+
+func must(b []byte, err error) []byte {
+	if err != nil {
+		panic(err)
+	}
+	return b
+}

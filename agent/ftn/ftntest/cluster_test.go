@@ -1,0 +1,146 @@
+package ftntest
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/cockroachdb/datadriven"
+
+	"tokenbed/agent/ftn/client"
+	"tokenbed/agent/ftn/msg"
+)
+
+// TestTraces runs the unit traces in testdata (etcd raft's style: a
+// command, ----, the trace it prints; go test -rewrite regenerates).
+func TestTraces(t *testing.T) {
+	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
+		var c *Cluster
+		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
+			if d.Cmd != "cluster" && c == nil {
+				d.Fatalf(t, "no cluster: start with cluster servers=N clients=M")
+			}
+			out, err := run(t, d, &c)
+			if err != nil {
+				d.Fatalf(t, "%v", err)
+			}
+			return out
+		})
+	})
+}
+
+func intArg(t *testing.T, d *datadriven.TestData, key string, def int) int {
+	if !d.HasArg(key) {
+		return def
+	}
+	var v int
+	d.ScanArgs(t, key, &v)
+	return v
+}
+
+func strArg(t *testing.T, d *datadriven.TestData, key string) string {
+	var v string
+	d.ScanArgs(t, key, &v)
+	return v
+}
+
+func run(t *testing.T, d *datadriven.TestData, cp **Cluster) (string, error) {
+	c := *cp
+	switch d.Cmd {
+	case "cluster":
+		o := Options{Servers: intArg(t, d, "servers", 3), Clients: intArg(t, d, "clients", 2), Seed: uint64(intArg(t, d, "seed", 1))}
+		if d.HasArg("broken") {
+			o.Broken = []int{intArg(t, d, "broken", 0)}
+		}
+		nc, err := New(o)
+		if err != nil {
+			return "", err
+		}
+		if d.HasArg("loss") {
+			v, err := strconv.ParseFloat(strArg(t, d, "loss"), 64)
+			if err != nil {
+				return "", fmt.Errorf("loss: %v", err)
+			}
+			nc.Loss = v
+		}
+		*cp = nc
+		return "ok", nil
+	case "run":
+		c.ShowMsgs, c.ShowAll = d.HasArg("msgs"), d.HasArg("all")
+		c.Run(intArg(t, d, "n", 1))
+		s := c.Trace()
+		if d.HasArg("quiet") {
+			s = ""
+		}
+		if d.HasArg("status") {
+			if s != "" {
+				s += "\n"
+			}
+			s += c.Status()
+		}
+		return s, nil
+	case "status":
+		return c.Status(), nil
+	case "acquire", "release", "set-data", "get-data":
+		o := client.Op{Name: strArg(t, d, "name")}
+		switch d.Cmd {
+		case "acquire":
+			o.Kind, o.Mode = msg.Acquire, msg.Exclusive
+			if d.HasArg("shared") {
+				o.Mode = msg.Shared
+			}
+		case "release":
+			o.Kind = msg.Release
+		case "set-data":
+			o.Kind, o.Data = msg.SetData, []byte(strArg(t, d, "data"))
+		case "get-data":
+			o.Kind = msg.GetData
+		}
+		j := c.ClientIndex(strArg(t, d, "c"))
+		if j < 0 {
+			return "", fmt.Errorf("c: no client %q", strArg(t, d, "c"))
+		}
+		req := c.Invoke(j, o)
+		return strings.TrimSpace(fmt.Sprintf("req=%d\n%s", req, c.Trace())), nil
+	case "crash", "restart":
+		for _, a := range d.CmdArgs {
+			name := a.Key
+			if i := c.ServerIndex(name); i >= 0 {
+				if d.Cmd == "crash" {
+					c.CrashServer(i)
+				} else if err := c.RestartServer(i); err != nil {
+					return "", err
+				}
+				continue
+			}
+			j := c.ClientIndex(name)
+			if j < 0 {
+				return "", fmt.Errorf("%s: no process %q", d.Cmd, name)
+			}
+			if d.Cmd == "crash" {
+				c.CrashClient(j)
+			} else if err := c.RestartClient(j); err != nil {
+				return "", err
+			}
+		}
+		return "ok", nil
+	case "partition":
+		var groups [][]string
+		for _, a := range d.CmdArgs {
+			groups = append(groups, a.Vals)
+		}
+		c.Partition(groups...)
+		return "ok", nil
+	case "cut":
+		c.Cut(strArg(t, d, "from"), strArg(t, d, "to"))
+		return "ok", nil
+	case "heal":
+		c.Heal()
+		return "ok", nil
+	case "owner":
+		name := strArg(t, d, "name")
+		return fmt.Sprintf("sequence=%v owner=s%d", msg.Sequence(name, len(c.servers)), c.Owner(name)), nil
+	}
+	return "", fmt.Errorf("unknown command %q", d.Cmd)
+}

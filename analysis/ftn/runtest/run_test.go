@@ -1,0 +1,130 @@
+// Package runtest runs the FTN experiments through the harness and
+// judges them with the checker (analysis/ftn): in the simulator without
+// root, and on network namespaces as root. Both are skipped under
+// -short.
+package runtest
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+
+	"tokenbed/analysis"
+	"tokenbed/analysis/ftn"
+	"tokenbed/experiments"
+	"tokenbed/harness/backend"
+	_ "tokenbed/harness/backend/nsbackend"
+	"tokenbed/harness/protocol"
+	_ "tokenbed/harness/protocol/ftn"
+	"tokenbed/harness/runner"
+	"tokenbed/harness/sim"
+	"tokenbed/internal/testenv"
+	"tokenbed/netem"
+)
+
+var agentBin string
+
+// TestMain builds the agent for the netns run, except under -short,
+// where every test here skips.
+func TestMain(m *testing.M) {
+	flag.Parse()
+	if testing.Short() {
+		os.Exit(m.Run())
+	}
+	testenv.MainWithAgent(m, &agentBin)
+}
+
+const experiment = "../../../experiments/ftn-leader-partition.yaml"
+
+func judge(t *testing.T, dir string) {
+	t.Helper()
+	r, err := ftn.CheckDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, n := range ftn.Names {
+		q := r.Requirement(n)
+		fmt.Fprintf(&b, "%-16s %-10s %s\n  %s\n", n, q.Verdict, q.Value, q.Detail)
+		if q.Verdict != analysis.VerdictPass {
+			t.Errorf("%s: %s: %s", n, q.Verdict, q.Detail)
+		}
+	}
+	t.Logf("%s\n%s", dir, b.String())
+	// The run's own analysis (harness run, harness analyze) composes the
+	// same checkers, registered by analysis/ftn, in the same order.
+	sum, err := analysis.Analyze(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(sum.Order(), ftn.Names) || len(sum.Failed()) > 0 {
+		t.Errorf("analysis.Analyze: checks %v, failed %v; want %v, none failed", sum.Order(), sum.Failed(), ftn.Names)
+	}
+	for _, n := range ftn.Names {
+		if sum.Requirements[n].Verdict != r.Requirement(n).Verdict {
+			t.Errorf("%s: analysis %s, CheckDir %s", n, sum.Requirements[n].Verdict, r.Requirement(n).Verdict)
+		}
+	}
+}
+
+func load(t *testing.T) *experiments.Experiment {
+	t.Helper()
+	e, err := experiments.Load(experiment)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := protocol.Lookup(e.Protocol); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// TestExperimentSimulated: ftn-leader-partition.yaml in the simulator
+// (the processes' own code, signed datagrams, virtual time; seeded, so a
+// failure replays exactly).
+func TestExperimentSimulated(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a 60 s experiment in virtual time (several seconds of CPU)")
+	}
+	e := load(t)
+	be, err := backend.New(sim.Name, backend.Options{Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := runner.Run(context.Background(), runner.Options{Experiment: e, ExperimentFile: experiment, ResultsRoot: t.TempDir(),
+		Backend: be, Impair: runner.ImpairSim, ImpairReason: "test", Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	judge(t, dir)
+}
+
+// TestExperimentNetns: the same experiment with real processes on
+// network namespaces (3 servers, 10 clients, a leader crash and a
+// partition), unimpaired links: its checker passes.
+func TestExperimentNetns(t *testing.T) {
+	testenv.RequireRoot(t, "creates network namespaces")
+	e := load(t)
+	// The links' profiles and the outage need netem: the kernel's, else
+	// the userspace engine (as harness run --impair auto, without UML).
+	id := runner.NewRunID()
+	impair := runner.ImpairKernel
+	if err := netem.CheckKernel(id); err != nil {
+		if _, err := os.Stat("/dev/net/tun"); err != nil {
+			t.Skipf("no sch_netem (%v) and no /dev/net/tun for the userspace engine", err)
+		}
+		impair = runner.ImpairUserspace
+	}
+	dir, err := runner.Run(context.Background(), runner.Options{Experiment: e, ExperimentFile: experiment, ResultsRoot: t.TempDir(),
+		RunID: id, Impair: impair, AgentBin: agentBin, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	judge(t, dir)
+}
