@@ -8,7 +8,7 @@ export CGO_ENABLED := 0
 GOFLAGS_BUILD := -trimpath
 BACKEND   ?= netns
 
-.PHONY: all deps build test test-unit vet fmt-check fuzz bench bench-sim validate-netem validate-sim demo endurance endurance-smoke nightly clean clean-host image wandering
+.PHONY: all deps build test test-unit vet fmt-check fuzz bench bench-sim validate-netem validate-sim demo endurance endurance-smoke nightly clean clean-host image wandering wandering-real
 
 all: build
 
@@ -117,6 +117,17 @@ endurance-smoke: build
 
 nightly: build
 	./$(BIN)/harness run --backend $(BACKEND) --replicas 1 $(HARNESS_FLAGS) experiments/endurance.yaml
+
+# Seed 003 with 150, 300 and 360 real agent processes (issue 16; README
+# "Hundreds of real agents"), about 10 minutes each: each run's report,
+# then its concurrency from the agents' logs beside the resource server's.
+WANDERING_REAL_N ?= 150 300 360
+wandering-real: build
+	@mkdir -p results; for n in $(WANDERING_REAL_N); do \
+	  ./$(BIN)/harness run --backend netns $(HARNESS_FLAGS) experiments/wandering-real-$$n.yaml 2>&1 | tee results/wandering-real-$$n.log; \
+	  dir=$$(sed -n 's/^results: //p' results/wandering-real-$$n.log | tail -1); \
+	  [ -n "$$dir" ] && $(GO) run ./analysis/resource/cmd/resourcereport $$dir | tee -a results/wandering-real-$$n.log; \
+	done
 
 # A 3-agent run with per-link profiles, an outage and a crash.
 demo: build

@@ -28,6 +28,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
+	"net/netip"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -42,6 +44,7 @@ import (
 	"tokenbed/agent/eventlog"
 	ftncmd "tokenbed/agent/ftn/cmd"
 	"tokenbed/agent/node"
+	"tokenbed/agent/resource"
 )
 
 // Exit codes.
@@ -64,6 +67,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdRun(args[1:], stdout, stderr)
 	case "ca":
 		return cmdCA(args[1:], stderr)
+	case "resource-server":
+		return cmdResourceServer(args[1:], stderr)
 	case "ftn":
 		return ftncmd.Main(args[1:], stdout, stderr)
 	case "version":
@@ -83,6 +88,8 @@ func usage(w io.Writer) {
   agent run --config FILE [flags]     run an agent (agent run -h for flags)
   agent ca init --dir DIR             create a Certification Authority
   agent ca issue --dir DIR NAME...    issue member credentials into DIR
+  agent resource-server --listen IP:PORT --log FILE [--name N] [--rate B]
+                                      the shared resource of seed 003 (agent/resource)
   agent ftn server|client ...         an FTN token server or client (agent ftn for usage)
   agent version
 `)
@@ -281,7 +288,12 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	d := &driver.Driver{Node: n, T: tr, Log: log}
+	op, err := resource.New(r.Operation, resource.Env{Agent: r.Name, Log: log})
+	if err != nil {
+		fmt.Fprintln(stderr, "agent: operation:", err)
+		return exitUsage
+	}
+	d := &driver.Driver{Node: n, T: tr, Log: log, Op: op}
 	runErr := d.Run(ctx)
 	reason := "signal"
 	code := exitOK
@@ -291,4 +303,49 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	}
 	_ = log.Write(driver.Stopping(reason, n.Rejected()))
 	return code
+}
+
+// cmdResourceServer runs the shared resource server until SIGTERM or
+// SIGINT (exit 0), logging every client's connect and disconnect.
+func cmdResourceServer(args []string, stderr io.Writer) int {
+	fs := flag.NewFlagSet("agent resource-server", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	listen := fs.String("listen", "", "TCP address IP:PORT to listen on")
+	logPath := fs.String("log", "", "event log file, - for standard error")
+	name := fs.String("name", resource.ServerName, "name in the event log's agent field")
+	rate := fs.Int("rate", resource.DefaultRate, "bytes per second streamed to each client")
+	if err := fs.Parse(args); err != nil {
+		return exitUsage
+	}
+	if _, err := netip.ParseAddrPort(*listen); err != nil {
+		fmt.Fprintf(stderr, "agent resource-server: --listen %q: want IP:PORT\n", *listen)
+		return exitUsage
+	}
+	if *logPath == "" || *rate <= 0 {
+		fmt.Fprintln(stderr, "agent resource-server: --log is required and --rate must be positive")
+		return exitUsage
+	}
+	var logw io.Writer = stderr
+	if *logPath != "-" {
+		f, err := os.OpenFile(*logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			fmt.Fprintln(stderr, "agent resource-server: log:", err)
+			return exitRuntime
+		}
+		defer f.Close()
+		logw = f
+	}
+	l, err := net.Listen("tcp", *listen)
+	if err != nil {
+		fmt.Fprintln(stderr, "agent resource-server: listen:", err)
+		return exitRuntime
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	s := &resource.Server{L: l, Log: eventlog.NewWriter(logw, *name), Rate: *rate}
+	if err := s.Serve(ctx); err != nil {
+		fmt.Fprintln(stderr, "agent resource-server:", err)
+		return exitRuntime
+	}
+	return exitOK
 }

@@ -17,6 +17,7 @@ import (
 	"tokenbed/agent/circulation"
 	"tokenbed/agent/node"
 	"tokenbed/agent/passing"
+	"tokenbed/agent/resource"
 	"tokenbed/agent/wire"
 	"tokenbed/internal/strictyaml"
 )
@@ -94,6 +95,10 @@ type Config struct {
 	// MaxClockSkew bounds the difference between members' wall clocks,
 	// in real time even when time is compressed (agent/node, "Restarts").
 	MaxClockSkew time.Duration `yaml:"max_clock_skew"`
+	// Operation is the protected operation run between the node's
+	// op_started and op_finished (agent/resource): {kind: hold}, the
+	// default, or {kind: resource, server: IP:PORT}.
+	Operation resource.Config `yaml:"operation"`
 
 	file *strictyaml.File
 	// node is what the configuration was decoded from: an agent's file
@@ -216,6 +221,7 @@ type Resolved struct {
 	DropRate         float64
 	MaxClockSkew     time.Duration // real time, not divided by the time scales
 	DirectoryTTL     time.Duration
+	Operation        resource.Config
 	Passing          passing.Config
 	// Policy is the role's section resolved by its policy (for
 	// circulation.New; e.g. a randomwalk.Config), in real time.
@@ -296,6 +302,10 @@ func (c *Config) Validate() (*Resolved, error) {
 		c.errorf("$.max_clock_skew", "%v: want 0 (default %v) up to %v", c.MaxClockSkew, node.DefaultMaxClockSkew, node.MaxMaxClockSkew)
 	}
 	r.MaxClockSkew = c.MaxClockSkew
+	if err := c.Operation.Validate(); err != nil {
+		c.errorf("$.operation", "%v", err)
+	}
+	r.Operation = c.Operation
 	if c.DirectoryTTL < 0 {
 		c.errorf("$.directory_ttl", "must not be negative")
 	}

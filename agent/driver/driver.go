@@ -23,6 +23,7 @@ import (
 
 	"tokenbed/agent/eventlog"
 	"tokenbed/agent/node"
+	"tokenbed/agent/resource"
 	"tokenbed/agent/wire"
 )
 
@@ -111,6 +112,11 @@ type Driver struct {
 	// Rejections bounds the log lines of rejected datagrams (a flood);
 	// the zero value samples with the defaults.
 	Rejections RejectionSampler
+	// Op is the protected operation, started on the node's op_started
+	// event and ended on its op_finished (both keyed by token); nil means
+	// the operation is only the node's hold. The driver closes it when
+	// Run returns.
+	Op resource.Operation
 }
 
 // Run runs the node until ctx is done or the socket fails. On ctx done it
@@ -125,6 +131,9 @@ func (d *Driver) Run(ctx context.Context) error {
 	stop := context.AfterFunc(ctx, func() { d.T.SetReadDeadline(time.Unix(1, 0)) })
 	defer stop()
 	defer d.T.Close()
+	if d.Op != nil {
+		defer d.Op.Close()
+	}
 	// One clock read per step: in User Mode Linux a read costs a system
 	// call of tens of microseconds. The events of a step are stamped with
 	// the step's time, read before the node saw its input: a receiver's
@@ -196,6 +205,7 @@ func (d *Driver) flush(t time.Time) error {
 	if err := d.Log.WriteAt(t, d.Rejections.Filter(t, r.Events)...); err != nil {
 		return err
 	}
+	d.operate(r.Events)
 	var errs []eventlog.Event
 	for _, p := range r.Packets {
 		if err := d.T.WriteTo(p.Data, p.To); err != nil && !errors.Is(err, net.ErrClosed) {
@@ -206,4 +216,22 @@ func (d *Driver) flush(t time.Time) error {
 		d.OnReady(r)
 	}
 	return d.Log.WriteAt(t, errs...)
+}
+
+// operate starts and ends the protected operation as the node's events
+// say, after they are logged: the log shows op_started before the
+// operation's first packet. Start and Finish do not block (the node is a
+// pure machine and the driver's loop carries the passes).
+func (d *Driver) operate(evs []eventlog.Event) {
+	if d.Op == nil {
+		return
+	}
+	for _, e := range evs {
+		switch e.Kind {
+		case eventlog.OpStarted:
+			d.Op.Start(e.Token)
+		case eventlog.OpFinished:
+			d.Op.Finish(e.Token)
+		}
+	}
 }

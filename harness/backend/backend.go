@@ -10,6 +10,7 @@ package backend
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
 	"os"
 	"regexp"
@@ -46,6 +47,29 @@ func ReplicaPrefix(base netip.Prefix, r int) netip.Prefix {
 	a := base.Masked().Addr().As4()
 	a[2] = byte(r)
 	return netip.PrefixFrom(netip.AddrFrom4(a), 24)
+}
+
+// ReplicaPrefixFor is the subnet of replica r under base for replicas of
+// n agents each: the /24 numbered r (ReplicaPrefix) while n fits in it
+// (host numbers 1..254), else the smallest wider block that holds n,
+// the r-th of its size. A /24 silently put the 254th agent on the
+// broadcast address and the rest in the next replica's subnet (issue 16:
+// 360 agents).
+func ReplicaPrefixFor(base netip.Prefix, r, n int) (netip.Prefix, error) {
+	bits := 24
+	for bits > base.Bits() && (1<<(32-bits))-2 < n {
+		bits--
+	}
+	size := 1 << (32 - bits)
+	if size-2 < n || (r+1)*size > 1<<(32-base.Bits()) {
+		return netip.Prefix{}, fmt.Errorf("replica %d of %d agents does not fit in %v", r, n, base)
+	}
+	if bits == 24 {
+		return ReplicaPrefix(base, r), nil
+	}
+	a := base.Masked().Addr().As4()
+	v := (uint32(a[0])<<24 | uint32(a[1])<<16 | uint32(a[2])<<8 | uint32(a[3])) + uint32(r*size)
+	return netip.PrefixFrom(netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)}), bits), nil
 }
 
 // AgentAddr is the address of the i-th agent in prefix: host number i+1.

@@ -3,6 +3,8 @@ package capture
 import (
 	"errors"
 	"fmt"
+	"reflect"
+	"syscall"
 	"time"
 
 	"github.com/gopacket/gopacket/afpacket"
@@ -77,6 +79,12 @@ func openHere(dev string, cfg Config) (*afpacket.TPacket, linkInfo, error) {
 	if err != nil {
 		return nil, info, err
 	}
+	// afpacket opens its socket without SOCK_CLOEXEC: every process the
+	// harness started afterwards inherited every capture socket (at 150
+	// agents, 151 sockets in each agent; quadratic in the agents, issue
+	// 16). Held under ForkLock, as the standard library's own sockets
+	// are, no fork can slip in before the flag is set.
+	syscall.ForkLock.RLock()
 	tp, err := afpacket.NewTPacket(
 		afpacket.OptInterface(dev),
 		afpacket.TPacketVersion3,
@@ -85,6 +93,13 @@ func openHere(dev string, cfg Config) (*afpacket.TPacket, linkInfo, error) {
 		afpacket.OptBlockTimeout(blockTimeout),
 		afpacket.OptPollTimeout(pollTimeout),
 	)
+	if err == nil {
+		err = closeOnExec(tp)
+		if err != nil {
+			tp.Close()
+		}
+	}
+	syscall.ForkLock.RUnlock()
 	if err != nil {
 		return nil, info, fmt.Errorf("AF_PACKET socket on %s: %w", dev, err)
 	}
@@ -135,4 +150,24 @@ func linkType(arphrd uint16) (layers.LinkType, error) {
 		return layers.LinkTypeRaw, nil
 	}
 	return 0, errors.New("device type ARPHRD " + fmt.Sprint(arphrd) + " not supported (want Ethernet, loopback or TUN)")
+}
+
+// closeOnExec sets FD_CLOEXEC on tp's socket. afpacket does not export
+// the descriptor; reflection reads its unexported fd field (reading is
+// allowed; a changed field name is an error, not a silent leak).
+func closeOnExec(tp *afpacket.TPacket) error {
+	f := reflect.ValueOf(tp).Elem().FieldByName("fd")
+	if !f.IsValid() || f.Kind() != reflect.Int {
+		return fmt.Errorf("afpacket.TPacket has no fd field: cannot set close-on-exec on the capture socket")
+	}
+	fd := int(f.Int())
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFD, unix.FD_CLOEXEC); err != nil {
+		return fmt.Errorf("close-on-exec on the capture socket: %w", err)
+	}
+	return nil
+}
+
+// socketFD returns tp's descriptor (tests).
+func socketFD(tp *afpacket.TPacket) int {
+	return int(reflect.ValueOf(tp).Elem().FieldByName("fd").Int())
 }

@@ -67,11 +67,15 @@ func (r *run) startAgent(ctx context.Context, inst, join string) error {
 // and fails with the agent's own words if one exits first.
 func (r *run) waitStarted(ctx context.Context) error {
 	deadline := time.Now().Add(30 * time.Second)
+	// An agent seen started is not read again: each poll reads only the
+	// logs still waiting (re-reading all of them every 10 ms was 36,000
+	// file reads a second while 360 agents start, issue 16).
+	seen := map[string]bool{}
 	for {
 		waiting := ""
 		for _, inst := range r.order {
 			ar := r.agents[inst]
-			if ar.proc == nil {
+			if ar.proc == nil || seen[inst] {
 				continue
 			}
 			started := false
@@ -91,6 +95,8 @@ func (r *run) waitStarted(ctx context.Context) error {
 			}
 			if !started {
 				waiting = inst
+			} else {
+				seen[inst] = true
 			}
 		}
 		if waiting == "" {

@@ -38,6 +38,7 @@ func (r *run) cleanup() error {
 			p.Signal(syscall.SIGKILL)
 		}
 	}
+	r.stopResource()
 	if r.hlog != nil {
 		n, what := r.obs.Progress()
 		r.event(eventlog.Event{Kind: eventlog.RunFinished, Detail: fmt.Sprintf("%d %s, %d faults injected", n, what, r.faults)})

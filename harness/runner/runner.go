@@ -217,6 +217,8 @@ type run struct {
 	trees         map[string]*netem.Tree // by instance: the tree on the queue toward it
 	eng           *userspace.Engine      // the userspace engine, when that is the path
 	capDev        map[string]string      // device to capture per instance (default: its port's link)
+	prefixes      []netip.Prefix         // replica r's subnet
+	servers       []*resourceServer      // the shared resource, one per replica (resource.go)
 	start         time.Time
 
 	// proto is the protocol the processes run; obs follows their logs
@@ -285,8 +287,13 @@ func (r *run) run(ctx context.Context) (err error) {
 	spec := backend.Spec{RunID: o.RunID}
 	for rep := 0; rep < e.Replicas; rep++ {
 		var as []backend.Agent
-		pfx := backend.ReplicaPrefix(Subnet, rep)
+		// One host number more than the agents: the resource server's.
+		pfx, err := backend.ReplicaPrefixFor(Subnet, rep, len(e.Agents)+1)
+		if err != nil {
+			return err
+		}
 		spec.Prefixes = append(spec.Prefixes, pfx)
+		r.prefixes = append(r.prefixes, pfx)
 		for i, a := range e.Agents {
 			inst := results.Instance(a.Name, rep)
 			ba := backend.Agent{Name: a.Name, Replica: rep, Instance: inst, Addr: backend.AgentAddr(pfx, i)}
@@ -295,6 +302,14 @@ func (r *run) run(ctx context.Context) (err error) {
 			r.order = append(r.order, inst)
 		}
 		spec.Replicas = append(spec.Replicas, as)
+	}
+	if err := r.planResource(&spec); err != nil {
+		return err
+	}
+	if r.simb == nil {
+		if err := ensureFiles(len(r.order) + len(r.servers)); err != nil {
+			return err
+		}
 	}
 	r.be = o.Backend
 	if r.be == nil {
@@ -318,16 +333,26 @@ func (r *run) run(ctx context.Context) (err error) {
 		return fmt.Errorf("network setup: %w", err)
 	}
 	o.Log.Info("network ready", "agents", len(r.order), "took", time.Since(t0).Round(time.Millisecond))
-	if err := r.impair(); err != nil {
-		return err
-	}
-	if err := r.startCapture(ctx); err != nil {
-		return err
-	}
+	// The topology goes first: a run that fails in the impairment's or
+	// the capture's start-up checks still leaves harness analyze
+	// something to say about it (issue 16).
 	if err := r.writeTopology(); err != nil {
 		return err
 	}
+	t0 = time.Now()
+	if err := r.impair(); err != nil {
+		return err
+	}
+	o.Log.Info("impairment ready", "path", o.Impair, "took", time.Since(t0).Round(time.Millisecond))
+	t0 = time.Now()
+	if err := r.startCapture(ctx); err != nil {
+		return err
+	}
+	o.Log.Info("capture ready", "interfaces", len(r.order), "took", time.Since(t0).Round(time.Millisecond))
 	if err := r.writeConfigs(); err != nil {
+		return err
+	}
+	if err := r.startResource(ctx); err != nil {
 		return err
 	}
 	r.start = r.now()

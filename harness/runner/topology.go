@@ -48,7 +48,7 @@ func (r *run) startCapture(ctx context.Context) error {
 		ifs = append(ifs, capture.Interface{Name: inst + "/" + dev, Device: dev, NetNSPath: p.NSPath,
 			Description: fmt.Sprintf("agent %s, %v:%d", inst, r.agents[inst].a.Addr, AgentPort)})
 	}
-	c, err := capture.Create(ctx, filepath.Join(r.dir, results.CaptureFile), capture.Config{Interfaces: ifs,
+	c, err := capture.Create(ctx, filepath.Join(r.dir, results.CaptureFile), capture.Config{Interfaces: ifs, RingBlocks: captureRingBlocks(len(ifs)),
 		Comment: fmt.Sprintf("tokenbed run %s, experiment %s, seed %d", r.o.RunID, r.e.Name, r.e.Seed)})
 	if err != nil {
 		return fmt.Errorf("capture: %w", err)

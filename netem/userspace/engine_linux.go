@@ -157,8 +157,37 @@ type ifreq struct {
 }
 
 // Attach puts the agent at addr, in namespace ns, behind the engine for
-// traffic toward peers (the other agents' addresses).
+// traffic toward peers (the other agents' addresses): two routes per peer.
 func (e *Engine) Attach(ns netns.NsHandle, addr netip.Addr, peers []netip.Addr) (string, error) {
+	dsts := make([]netip.Prefix, len(peers))
+	for i, peer := range peers {
+		dsts[i] = netip.PrefixFrom(peer, peer.BitLen())
+	}
+	return e.attach(ns, addr, dsts, 10)
+}
+
+// AttachSubnet puts the agent at addr, in namespace ns, behind the engine
+// for traffic toward every address of subnet (its peers' subnet): two
+// routes whatever the number of peers. The route through the TUN device
+// replaces the subnet's connected route (same destination and metric 0),
+// and the prohibit route stays behind it. Per-peer routes cost N(N-1)
+// netlink calls for N agents: 258,000 took 3.5 minutes at 360 agents
+// (issue 16). A destination in subnet that is not attached reaches the
+// engine and is counted in Stats.NoRoute; an address the agent must reach
+// around the engine needs a longer route of its own.
+//
+// Equivalent to, in the namespace of A (10.77.0.1/23):
+//
+//	ip route replace 10.77.0.0/23 dev RUNID-t metric 0
+//	ip route add prohibit 10.77.0.0/23 metric 100
+func (e *Engine) AttachSubnet(ns netns.NsHandle, addr netip.Addr, subnet netip.Prefix) (string, error) {
+	return e.attach(ns, addr, []netip.Prefix{subnet.Masked()}, 0)
+}
+
+// attach adds the TUN device and, for each destination, a route through
+// it at metric via (replacing a route of the same destination and
+// metric) and a prohibit route at metric 100.
+func (e *Engine) attach(ns netns.NsHandle, addr netip.Addr, dsts []netip.Prefix, via int) (string, error) {
 	name := e.TunName()
 	if len(name) >= unix.IFNAMSIZ {
 		return "", fmt.Errorf("userspace netem: device name %q is too long", name)
@@ -206,15 +235,15 @@ func (e *Engine) Attach(ns netns.NsHandle, addr netip.Addr, peers []netip.Addr) 
 			err = h.LinkSetUp(l)
 		}
 	}
-	for _, peer := range peers {
+	for _, pfx := range dsts {
 		if err != nil {
 			break
 		}
-		dst := &net.IPNet{IP: peer.AsSlice(), Mask: net.CIDRMask(peer.BitLen(), peer.BitLen())}
-		via := &netlink.Route{LinkIndex: l.Attrs().Index, Dst: dst, Priority: 10}
+		dst := &net.IPNet{IP: pfx.Addr().AsSlice(), Mask: net.CIDRMask(pfx.Bits(), pfx.Addr().BitLen())}
+		viaRoute := &netlink.Route{LinkIndex: l.Attrs().Index, Dst: dst, Priority: via}
 		stop := &netlink.Route{Type: unix.RTN_PROHIBIT, Dst: dst, Priority: 100}
-		if err = h.RouteAdd(via); err == nil {
-			p.routes = append(p.routes, via)
+		if err = h.RouteReplace(viaRoute); err == nil {
+			p.routes = append(p.routes, viaRoute)
 			if err = h.RouteAdd(stop); err == nil {
 				p.routes = append(p.routes, stop)
 			}

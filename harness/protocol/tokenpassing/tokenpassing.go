@@ -101,7 +101,9 @@ func (Protocol) Config(e *experiments.Experiment, p protocol.Process, peers []pr
 		// dropped for an unknown key, one Move timeout) once per pair, and
 		// 16 replicas would put 16 such passes into a latency mean where
 		// the paper has one.
-		if p.Replica > 0 && f.PeerCert != nil {
+		// An experiment that asks for it (warm_start) starts every
+		// replica so.
+		if (p.Replica > 0 || e.WarmStart) && f.PeerCert != nil {
 			peer.Certificate = f.PeerCert(o.Instance)
 		}
 		c.Peers = append(c.Peers, peer)
