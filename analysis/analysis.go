@@ -172,13 +172,9 @@ func (s *Summary) with(v Verdict) []string {
 // bundles). The protocol's analysis package must be linked in (a blank
 // import), or nothing is judged and that is an error.
 func Analyze(dir string) (*Summary, error) {
-	var info results.RunInfo
-	if err := results.ReadJSON(dir, results.RunFile, &info); err != nil {
-		return nil, fmt.Errorf("%s: %w", results.RunFile, err)
-	}
-	var topo results.Topology
-	if err := results.ReadJSON(dir, results.TopologyFile, &topo); err != nil {
-		return nil, fmt.Errorf("%s: %w", results.TopologyFile, err)
+	info, topo, err := readRun(dir)
+	if err != nil {
+		return nil, err
 	}
 	var exp *experiments.Experiment
 	if b, err := os.ReadFile(filepath.Join(dir, results.ExperimentFile)); err == nil {
@@ -271,4 +267,18 @@ func writeJSON(path string, v any) error {
 		return err
 	}
 	return os.WriteFile(path, append(b, '\n'), 0o644)
+}
+
+// readRun reads what every reading of a run starts from: run.json and
+// topology.json.
+func readRun(dir string) (results.RunInfo, results.Topology, error) {
+	var info results.RunInfo
+	var topo results.Topology
+	if err := results.ReadJSON(dir, results.RunFile, &info); err != nil {
+		return info, topo, fmt.Errorf("%s: %w", results.RunFile, err)
+	}
+	if err := results.ReadJSON(dir, results.TopologyFile, &topo); err != nil {
+		return info, topo, fmt.Errorf("%s: %w", results.TopologyFile, err)
+	}
+	return info, topo, nil
 }

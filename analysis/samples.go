@@ -58,13 +58,9 @@ func RegisterSamples(proto string, r SamplesReader) {
 // ReadSamples reads the samples of the run in dir, by its protocol's
 // reader (linked in as its analysis is: a blank import).
 func ReadSamples(dir string) (*Samples, error) {
-	var info results.RunInfo
-	if err := results.ReadJSON(dir, results.RunFile, &info); err != nil {
-		return nil, fmt.Errorf("%s: %w", results.RunFile, err)
-	}
-	var topo results.Topology
-	if err := results.ReadJSON(dir, results.TopologyFile, &topo); err != nil {
-		return nil, fmt.Errorf("%s: %w", results.TopologyFile, err)
+	info, topo, err := readRun(dir)
+	if err != nil {
+		return nil, err
 	}
 	c := NewContext(info, topo, nil, nil, nil)
 	c.dir = dir
