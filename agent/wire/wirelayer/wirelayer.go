@@ -23,6 +23,7 @@ import (
 	"crypto/ed25519"
 	"fmt"
 	"net/netip"
+	"sync"
 
 	"github.com/gopacket/gopacket"
 	"github.com/gopacket/gopacket/layers"
@@ -46,10 +47,24 @@ var LayerType = gopacket.RegisterLayerType(LayerTypeNumber, gopacket.LayerTypeMe
 // Register makes UDP packets to or from port decode as tokenbed datagrams,
 // in gopacket.NewPacket and in a DecodingLayerParser that holds a
 // *Datagram. gopacket keeps this mapping in a global table that is not safe
-// for concurrent use: call Register at start-up, before decoding.
+// for concurrent use, so Register writes it once per port: registering a
+// port already registered is safe while other goroutines decode (the swarm
+// analyses many runs of one experiment at once), but a new port must be
+// registered before decoding starts anywhere.
 func Register(port uint16) {
+	registered.Lock()
+	defer registered.Unlock()
+	if registered.ports[port] {
+		return
+	}
 	layers.RegisterUDPPortLayerType(layers.UDPPort(port), LayerType)
+	registered.ports[port] = true
 }
+
+var registered = struct {
+	sync.Mutex
+	ports map[uint16]bool
+}{ports: map[uint16]bool{}}
 
 // Datagram is a decoded tokenbed datagram. Its embedded wire.Datagram holds
 // the fields (type, sender, token, session, nonce, reply port, certificate,
