@@ -92,7 +92,10 @@ type StepSpec struct {
 	// Link: "A>B" for one direction, "A-B" for both.
 	Link string `yaml:"link"`
 	// Links: pick one at random for each repetition.
-	Links   []string      `yaml:"links"`
+	Links []string `yaml:"links"`
+	// Groups are a partition's sides: agents, target words or "*" (the
+	// agents no group names); every link between two groups is cut.
+	Groups  [][]string    `yaml:"groups"`
 	Profile string        `yaml:"profile"`
 	For     time.Duration `yaml:"for"`
 	Agent   string        `yaml:"agent"`
@@ -140,10 +143,13 @@ const DefaultTolerance = 0.15
 const (
 	ActProfile = "profile" // change a link direction's profile in place
 	ActOutage  = "outage"  // 100% loss on a link for a period
-	ActCrash   = "crash"   // SIGKILL an agent ("holder": whoever holds a token)
-	ActRestart = "restart" // start a crashed or left agent again ("holder": the holder crashed last)
-	ActJoin    = "join"    // start a later agent, joining via a member (002 §3.2)
-	ActLeave   = "leave"   // stop an agent silently (002 §3.2)
+	// ActPartition cuts every link between groups of agents at once, both
+	// directions, and heals them at once: one outage of each (partition.go).
+	ActPartition = "partition"
+	ActCrash     = "crash"   // SIGKILL an agent ("holder": whoever holds a token)
+	ActRestart   = "restart" // start a crashed or left agent again ("holder": the holder crashed last)
+	ActJoin      = "join"    // start a later agent, joining via a member (002 §3.2)
+	ActLeave     = "leave"   // stop an agent silently (002 §3.2)
 )
 
 // Agent is a resolved agent.
@@ -175,6 +181,7 @@ type Step struct {
 	From    string // link steps: direction From>To; Both for both directions
 	To      string
 	Both    bool
+	Groups  [][]string // partition steps: the groups as written (partition.go)
 	Profile *netem.Profile
 	For     time.Duration
 	Agent   string
@@ -414,6 +421,10 @@ func resolve(name string, f *File, yf *strictyaml.File) (*Experiment, error) {
 	}
 
 	// Schedule.
+	agentNames := make([]string, len(e.Agents))
+	for i, a := range e.Agents {
+		agentNames[i] = a.Name
+	}
 	rnd := rand.New(rand.NewPCG(f.Seed, 0x5c4ed))
 	parseLink := func(path, s string) (from, to string, both, ok bool) {
 		sep := ">"
@@ -449,7 +460,7 @@ func resolve(name string, f *File, yf *strictyaml.File) (*Experiment, error) {
 		if s.Count > 1 && (s.Until <= s.At || s.Until > f.Duration) {
 			yf.Errorf(path+".until", "with count > 1, until must be after at and within the run")
 		}
-		st := Step{Action: s.Action, For: s.For, Agent: s.Agent, Via: s.Via, Index: i}
+		st := Step{Action: s.Action, For: s.For, Agent: s.Agent, Via: s.Via, Groups: s.Groups, Index: i}
 		needLink := func() bool {
 			if s.Link == "" && len(s.Links) == 0 {
 				yf.Errorf(path+".link", "the %s action needs link (A>B or A-B) or links", s.Action)
@@ -465,6 +476,9 @@ func resolve(name string, f *File, yf *strictyaml.File) (*Experiment, error) {
 				yf.Errorf(path+".agent", "unknown agent %q", s.Agent)
 			}
 		}
+		if len(s.Groups) > 0 && s.Action != ActPartition {
+			yf.Errorf(path+".groups", "groups are for partition steps, not %s", s.Action)
+		}
 		switch s.Action {
 		case ActProfile:
 			needLink()
@@ -477,6 +491,14 @@ func resolve(name string, f *File, yf *strictyaml.File) (*Experiment, error) {
 			needLink()
 			if s.For <= 0 {
 				yf.Errorf(path+".for", "an outage needs a positive length")
+			}
+		case ActPartition:
+			if s.Link != "" || len(s.Links) > 0 {
+				yf.Errorf(path+".link", "a partition names groups of agents, not links")
+			}
+			checkPartition(path, s.Groups, agentNames, e.Targets, yf)
+			if s.For <= 0 {
+				yf.Errorf(path+".for", "a partition needs a positive length")
 			}
 		case ActCrash:
 			needAgent(true)
@@ -495,7 +517,7 @@ func resolve(name string, f *File, yf *strictyaml.File) (*Experiment, error) {
 				yf.Errorf(path+".agent", "%q is not later: true, so it runs from the start and cannot join; set later: true on it (agents[%d]) to start it with this step", s.Agent, i)
 			}
 		default:
-			yf.Errorf(path+".action", "%q: actions are profile, outage, crash, restart, join, leave", s.Action)
+			yf.Errorf(path+".action", "%q: actions are profile, outage, partition, crash, restart, join, leave", s.Action)
 		}
 		links := s.Links
 		if s.Link != "" {

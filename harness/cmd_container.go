@@ -46,7 +46,7 @@ func runContainer(ctx context.Context, f runFlags, e *experiments.Experiment, cl
 
 // needsImpairment names the first thing in e that needs an impairment
 // engine (a direction's profile, or a schedule step that changes one or
-// makes an outage), or "" when nothing does.
+// makes an outage or a partition), or "" when nothing does.
 func needsImpairment(e *experiments.Experiment) string {
 	for _, d := range e.Directions {
 		if d.Text != "" {
@@ -54,7 +54,7 @@ func needsImpairment(e *experiments.Experiment) string {
 		}
 	}
 	for _, s := range e.Schedule {
-		if s.Action == experiments.ActProfile || s.Action == experiments.ActOutage {
+		if s.Action == experiments.ActProfile || s.Action == experiments.ActOutage || s.Action == experiments.ActPartition {
 			return fmt.Sprintf("schedule step %d is a %s", s.Index, s.Action)
 		}
 	}

@@ -181,46 +181,36 @@ func (r *run) apply(ctx context.Context, s experiments.Step, rep int) ([]pending
 		}
 		r.faults++
 	case experiments.ActOutage:
-		// 100% loss on the direction(s) for the outage's length, which is
-		// network time: it must outlast the passing retries. The outage
-		// ends on the profile the direction has then (a profile step may
-		// have come meanwhile), and overlapping outages of one direction
-		// end with the last.
 		length := time.Duration(float64(s.For) / r.e.NetworkTimeScale)
-		var restore []func()
-		for _, d := range r.dirs(s, rep) {
-			base, err := r.plannedProfile(d)
-			if err != nil {
-				return nil, err
-			}
-			lossy := base
-			lossy.Loss = netem.Loss{Model: netem.LossRandom, Percent: 100}
-			if err := r.setProfile(d[0], d[1], lossy); err != nil {
-				return nil, err
-			}
-			r.outages[d]++
-			link := d[0] + ">" + d[1]
-			r.event(eventlog.Event{Kind: eventlog.OutageStart, Link: link, Reason: "loss", Profile: lossy.String(),
-				Detail: fmt.Sprintf("schedule step %d, fault %d, %v", s.Index, r.faults+1, length)})
-			restore = append(restore, func() {
-				if r.outages[d]--; r.outages[d] > 0 {
-					r.event(eventlog.Event{Kind: eventlog.OutageEnd, Link: link, Profile: lossy.String(), Detail: "another outage of this direction goes on"})
-					return
-				}
-				base := r.planned[d]
-				if err := r.setProfile(d[0], d[1], base); err != nil {
-					r.o.Log.Error("outage end", "link", link, "err", err)
-				}
-				r.event(eventlog.Event{Kind: eventlog.OutageEnd, Link: link, Profile: base.String()})
-			})
+		return r.cut(r.dirs(s, rep), length, fmt.Sprintf("schedule step %d, fault %d, %v", s.Index, r.faults+1, length))
+	case experiments.ActPartition:
+		// Every link between two sides, both directions, cut at once and
+		// healed at once: one outage per direction, so that analyses see
+		// outage_start and outage_end as for an outage step. Target words
+		// ("leader") resolve now, among this replica's agents.
+		names := make([]string, len(r.e.Agents))
+		for i, a := range r.e.Agents {
+			names[i] = a.Name
 		}
-		r.faults++
-		at := r.now().Add(length)
-		return []pending{{at: at, do: func() {
-			for _, f := range restore {
-				f()
+		sides, notes := s.Sides(names, func(word string) (string, bool) {
+			if ts := r.targets(word, rep); len(ts) > 0 {
+				return r.agents[ts[0]].a.Name, true
 			}
-		}}}, nil
+			return "", false
+		})
+		for _, n := range notes {
+			r.event(eventlog.Event{Kind: eventlog.HarnessNotice, Reason: "partition_word", Detail: fmt.Sprintf("schedule step %d: %s", s.Index, n)})
+		}
+		var ds [][2]string
+		for _, c := range experiments.Cuts(sides) {
+			ds = append(ds, [2]string{results.Instance(c[0], rep), results.Instance(c[1], rep)})
+		}
+		if len(ds) == 0 {
+			r.event(eventlog.Event{Kind: eventlog.HarnessNotice, Reason: "partition_skipped", Detail: fmt.Sprintf("schedule step %d: the groups resolve to fewer than two sides", s.Index)})
+			return nil, nil
+		}
+		length := time.Duration(float64(s.For) / r.e.NetworkTimeScale)
+		return r.cut(ds, length, fmt.Sprintf("schedule step %d, fault %d, %v, partition %s", s.Index, r.faults+1, length, experiments.SidesText(sides)))
 	case experiments.ActCrash:
 		targets := r.targets(s.Agent, rep)
 		if r.isWord(s.Agent) && len(targets) == 0 {
@@ -323,6 +313,47 @@ func (r *run) apply(ctx context.Context, s experiments.Step, rep int) ([]pending
 		return nil, fmt.Errorf("unknown action %q", s.Action)
 	}
 	return nil, nil
+}
+
+// cut puts 100% loss on the directions ds (instances from>to) for
+// length, which is network time: it must outlast the passing retries. It
+// returns the heal as a pending action. Each direction ends on the
+// profile it has then (a profile step may have come meanwhile), and
+// overlapping cuts of one direction end with the last. The whole cut is
+// one fault, however many directions it takes.
+func (r *run) cut(ds [][2]string, length time.Duration, detail string) ([]pending, error) {
+	var restore []func()
+	for _, d := range ds {
+		base, err := r.plannedProfile(d)
+		if err != nil {
+			return nil, err
+		}
+		lossy := base
+		lossy.Loss = netem.Loss{Model: netem.LossRandom, Percent: 100}
+		if err := r.setProfile(d[0], d[1], lossy); err != nil {
+			return nil, err
+		}
+		r.outages[d]++
+		link := d[0] + ">" + d[1]
+		r.event(eventlog.Event{Kind: eventlog.OutageStart, Link: link, Reason: "loss", Profile: lossy.String(), Detail: detail})
+		restore = append(restore, func() {
+			if r.outages[d]--; r.outages[d] > 0 {
+				r.event(eventlog.Event{Kind: eventlog.OutageEnd, Link: link, Profile: lossy.String(), Detail: "another outage of this direction goes on"})
+				return
+			}
+			base := r.planned[d]
+			if err := r.setProfile(d[0], d[1], base); err != nil {
+				r.o.Log.Error("outage end", "link", link, "err", err)
+			}
+			r.event(eventlog.Event{Kind: eventlog.OutageEnd, Link: link, Profile: base.String()})
+		})
+	}
+	r.faults++
+	return []pending{{at: r.now().Add(length), do: func() {
+		for _, f := range restore {
+			f()
+		}
+	}}}, nil
 }
 
 // dirs lists the instance directions a link step touches in replica rep.
