@@ -30,3 +30,46 @@ func init() {
 		}))
 	}
 }
+
+// The analysis of protocol ftn beside its checkers: the frame of its
+// report and its performance (perf.go), in summary.json and report.md.
+func init() { analysis.RegisterProtocol(ftnproto.Name, loader{}) }
+
+type loader struct{}
+
+func (loader) Load(c *analysis.Context) (analysis.Part, error) {
+	evs := c.HarnessEvents()
+	if err := c.Events(func(e eventlog.Event) error {
+		evs = append(evs, e)
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	p, err := Performance(evs)
+	if err != nil {
+		// The checkers report an unreadable history; the figures are
+		// left out.
+		c.Note("performance: %v", err)
+	}
+	return &part{perf: p}, nil
+}
+
+type part struct{ perf Perf }
+
+var _ analysis.Part = (*part)(nil)
+
+func (*part) Frame() analysis.Frame {
+	return analysis.Frame{Title: "FTN lock service report", Checks: "seed 001", AllPass: "mutual exclusion, fencing, data and liveness",
+		Order: Names, Suite: "tokenbed ftn"}
+}
+
+func (p *part) Figures() any {
+	return struct {
+		Performance Perf `json:"performance"`
+	}{p.perf}
+}
+
+func (*part) Begin(*analysis.Context)  {}
+func (*part) Finish(*analysis.Context) {}
+
+func (p *part) Sections(*analysis.Context) (string, error) { return p.perf.Markdown(), nil }
