@@ -31,7 +31,7 @@ func Compare(ctx context.Context, base Config, profiles []string, progress io.Wr
 			if err != nil {
 				return rows, fmt.Errorf("%s, profile %q (run %s): %w", sys, p, r.RunID, err)
 			}
-			fmt.Fprintf(progress, "etcdbench: %d holds measured, p50 %v, p99 %v\n", len(r.Samples), r.P50, r.P99)
+			fmt.Fprintf(progress, "etcdbench: %d holds measured, p50 %v, p99 %v (netem: %s)\n", len(r.Samples), r.P50, r.P99, r.Impairment)
 			if sys == FTN {
 				row.FTN = r
 			} else {
@@ -54,17 +54,17 @@ func profileSlug(p string) string {
 // p99 of each system, and etcd's over FTN's.
 func Table(rows []Row) string {
 	var b strings.Builder
-	b.WriteString("| profile (every direction) | FTN p50 | FTN p99 | etcd p50 | etcd p99 | etcd/FTN p50 | etcd/FTN p99 | holds measured (FTN, etcd) | not ok (FTN, etcd) |\n")
-	b.WriteString("|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| profile (every direction) | FTN p50 | FTN p99 | etcd p50 | etcd p99 | etcd/FTN p50 | etcd/FTN p99 | holds measured (FTN, etcd) | not ok (FTN, etcd) | netem |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range rows {
 		p := r.Profile
 		if p == "" {
 			p = "none (unimpaired)"
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %d, %d | %d, %d |\n", p,
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %d, %d | %d, %d | %s |\n", p,
 			ms(r.FTN.P50), ms(r.FTN.P99), ms(r.Etcd.P50), ms(r.Etcd.P99),
 			ratio(r.Etcd.P50, r.FTN.P50), ratio(r.Etcd.P99, r.FTN.P99),
-			len(r.FTN.Samples), len(r.Etcd.Samples), r.FTN.Counts.NotOK, r.Etcd.Counts.NotOK)
+			len(r.FTN.Samples), len(r.Etcd.Samples), r.FTN.Counts.NotOK, r.Etcd.Counts.NotOK, r.Etcd.Impairment)
 	}
 	return b.String()
 }

@@ -35,6 +35,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -50,6 +51,7 @@ import (
 	"tokenbed/harness/backend"
 	"tokenbed/harness/backend/nsbackend"
 	"tokenbed/netem"
+	"tokenbed/netem/userspace"
 )
 
 // System is what serves the locks.
@@ -108,12 +110,15 @@ type Config struct {
 
 // Result is one run's figures.
 type Result struct {
-	System   System
-	Profile  string
-	RunID    string
-	Samples  []Sample // measured holds, after the warmup
-	Counts   Counts
-	P50, P99 time.Duration
+	System  System
+	Profile string
+	RunID   string
+	// Impairment is how the profile was applied: none, kernel or
+	// userspace (the kernel has no netem).
+	Impairment string
+	Samples    []Sample // measured holds, after the warmup
+	Counts     Counts
+	P50, P99   time.Duration
 }
 
 func (c *Config) defaults() error {
@@ -183,8 +188,12 @@ func Run(ctx context.Context, c Config) (res Result, err error) {
 			err = terr
 		}
 	}()
-	if err := impair(be, agents, c.Profile); err != nil {
+	eng, err := impair(be, agents, prefix, c.Profile, c.Seed, &res.Impairment)
+	if err != nil {
 		return res, err
+	}
+	if eng != nil {
+		defer eng.Close()
 	}
 	start := starter{be: be, ctx: ctx, logs: logs}
 	var srvProcs, cliProcs []backend.Process
@@ -229,24 +238,29 @@ func Run(ctx context.Context, c Config) (res Result, err error) {
 	return res, nil
 }
 
-// impair puts profile on every direction: on each receiver's queue, one
-// leaf per sender (the runner's kernel impairment, without duplication,
-// which needs devices of its own).
-func impair(be backend.Backend, agents []backend.Agent, profile string) error {
+// impair puts profile on every direction, as the runner does: with the
+// kernel's netem on each receiver's queue, one leaf per sender
+// (impairKernel, without duplication, which needs devices of its own), or,
+// when the kernel has no netem, with the userspace engine
+// (netem/userspace, the runner's fallback), which the returned engine
+// runs until closed. It says which in *how.
+func impair(be backend.Backend, agents []backend.Agent, prefix netip.Prefix, profile string, seed uint64, how *string) (io.Closer, error) {
 	if profile == "" {
-		return nil
+		*how = "none"
+		return nil, nil
 	}
 	p, err := netem.Parse(profile)
 	if err != nil {
-		return fmt.Errorf("profile: %w", err)
+		return nil, fmt.Errorf("profile: %w", err)
 	}
 	if p.Duplicate > 0 {
-		return fmt.Errorf("profile: %q duplicates; the bench applies no duplicating profile", profile)
+		return nil, fmt.Errorf("profile: %q duplicates; the bench applies no duplicating profile", profile)
 	}
+	*how = "kernel"
 	for _, to := range agents {
 		port, err := be.IngressPort(to.Instance)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		var dests []netem.Dest
 		for _, from := range agents {
@@ -254,11 +268,41 @@ func impair(be backend.Backend, agents []backend.Agent, profile string) error {
 				dests = append(dests, netem.Dest{Prefix: netip.PrefixFrom(from.Addr, 32), Profile: p})
 			}
 		}
-		if _, err := netem.ApplySourceTree(port.NS, port.Link, dests); err != nil {
-			return fmt.Errorf("profile toward %s: %w", to.Instance, err)
+		if _, err := netem.ApplySourceTree(port.NS, port.Link, dests); errors.Is(err, netem.ErrNoNetem) {
+			*how = "userspace"
+			return impairUserspace(be, agents, prefix, p, seed)
+		} else if err != nil {
+			return nil, fmt.Errorf("profile toward %s: %w", to.Instance, err)
 		}
 	}
-	return nil
+	return nil, nil
+}
+
+func impairUserspace(be backend.Backend, agents []backend.Agent, prefix netip.Prefix, p netem.Profile, seed uint64) (io.Closer, error) {
+	var id [3]byte
+	_, _ = crand.Read(id[:])
+	eng := userspace.New(userspace.Config{RunID: "tb" + hex.EncodeToString(id[:]), Seed: seed})
+	fail := func(err error) (io.Closer, error) { return nil, errors.Join(err, eng.Close()) }
+	for _, a := range agents {
+		port, err := be.AgentPort(a.Instance)
+		if err != nil {
+			return fail(err)
+		}
+		if _, err := eng.AttachSubnet(port.NS, a.Addr, prefix); err != nil {
+			return fail(err)
+		}
+		for _, b := range agents {
+			if b.Instance != a.Instance {
+				if err := eng.SetProfile(a.Addr, b.Addr, p); err != nil {
+					return fail(err)
+				}
+			}
+		}
+	}
+	if err := eng.Start(context.Background()); err != nil {
+		return fail(err)
+	}
+	return eng, nil
 }
 
 // starter starts processes in their namespaces, with their output in
