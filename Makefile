@@ -154,6 +154,18 @@ ftn: build
 	$(GO) test -count=1 -v -run 'TestSimulatedRun|TestSwarm|TestLiteralHistories|TestBrokenServerCaught|TestAdmittedWindow' ./analysis/ftn
 	for e in experiments/ftn-*.yaml; do ./$(BIN)/harness run --backend $(BACKEND) $(HARNESS_FLAGS) $$e || exit 1; done
 
+# The etcd anchor (issue 14 "Performance"; harness/etcdbench): FTN (3
+# servers) and a 3-member etcd cluster (Debian's etcd-server, data on
+# tmpfs) run the same workload, 10 clients, in network namespaces,
+# unimpaired and with delay 10ms on every direction; prints acquire+release
+# p50/p99 and etcd/FTN. As root; about 3 min. ETCDBENCH_FLAGS adds flags
+# (e.g. --data-root /var/tmp for etcd's WAL on disk).
+ETCDBENCH_FLAGS ?=
+.PHONY: ftn-etcd
+ftn-etcd: build
+	$(GO) build $(GOFLAGS_BUILD) -o $(BIN)/etcdbench ./harness/etcdbench/cmd/etcdbench
+	./$(BIN)/etcdbench compare --agent $(BIN)/agent $(ETCDBENCH_FLAGS)
+
 # Remove what a killed run left behind (namespaces, processes, UML directories).
 clean-host: build
 	./$(BIN)/harness clean

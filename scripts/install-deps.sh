@@ -2,7 +2,8 @@
 # Installs what tokenbed needs on a fresh Debian machine, and only what is
 # missing: iproute2 (ip, tc: independent read-back of qdiscs), kmod and
 # user-mode-linux (real sch_netem where the host kernel lacks it), tshark
-# (the Wireshark dissector test), then the Go modules. Safe to run again.
+# (the Wireshark dissector test), etcd-server and etcd-client (the etcd
+# anchor of the FTN lock service), then the Go modules. Safe to run again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -12,6 +13,9 @@ command -v tc >/dev/null 2>&1 || need+=(iproute2)
 command -v modprobe >/dev/null 2>&1 || need+=(kmod)
 [ -x /usr/bin/linux.uml ] || need+=(user-mode-linux)
 command -v tshark >/dev/null 2>&1 || need+=(tshark)
+# etcd (the lock service's anchor, harness/etcdbench, issue 14): server and etcdctl.
+command -v etcd >/dev/null 2>&1 || need+=(etcd-server)
+command -v etcdctl >/dev/null 2>&1 || need+=(etcd-client)
 
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then
