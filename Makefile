@@ -137,7 +137,9 @@ demo: build
 # 3, 4, 5 and 003 Figs. 2-5 beside the papers' numbers, in
 # results/wandering/report.md with plots (README, "The Wandering Token").
 # The defaults shorten 004 Tables 3-4 to 10^5 time units and Table 5 to
-# 10 transients per N (about 15 min on this machine when idle);
+# 10 transients per N and removal reading; the scenarios run one per CPU
+# at once (-j; the results do not depend on it), 1.9x faster than one
+# at a time on this 2-core machine (README, "The Wandering Token").
 # WANDERING_FLAGS="-scale004 1 -transients 100" runs 004's full lengths.
 WANDERING_FLAGS ?= -scale004 0.1 -transients 10
 wandering: deps

@@ -1,13 +1,16 @@
 package wandering
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -43,11 +46,11 @@ func Report(dir string) (string, error) {
 	sort.Strings(ms)
 	runs := map[string]*Run{}
 	var names []string
-	for _, m := range ms {
-		r, err := Load(filepath.Dir(m))
-		if err != nil {
-			return "", err
-		}
+	loaded, err := loadAll(ms)
+	if err != nil {
+		return "", err
+	}
+	for _, r := range loaded {
 		runs[r.Scenario] = r
 		names = append(names, r.Scenario)
 	}
@@ -57,7 +60,7 @@ func Report(dir string) (string, error) {
 	var b strings.Builder
 	w := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
 	w("# The Wandering Token on the simulator (seeds 003 and 004)\n\n")
-	w("Written by `analysis/wandering` from the runs below (`cmd/wandering`, `make wandering`). Every figure is measured from the agents' `op_started`/`op_finished` events and token events; tolerances are stated per table and a row outside them is marked ✗, with the reason in the notes.\n\n")
+	w("Written by `analysis/wandering` from the runs below (`experiments/wandering`, `make wandering`). Every figure is measured from the agents' `op_started`/`op_finished` events and token events; tolerances are stated per table and a row outside them is marked ✗, with the reason in the notes.\n\n")
 	w("| run | role | N | paper s simulated | seed | losses injected | datagrams | wall s |\n|---|---|---|---|---|---|---|---|\n")
 	for _, n := range names {
 		r := runs[n]
@@ -176,11 +179,13 @@ func Report(dir string) (string, error) {
 		w("\n")
 	}
 
-	// 004 Table 5: stabilization.
-	if a, c := runs["t5-w004-n300"], runs["t5-w004-n150"]; a != nil || c != nil {
+	// 004 Table 5: stabilization, under both readings of the removal rule
+	// (§5's precedence: t5-*; Fig. 2 as printed: t5fig2-*).
+	t5 := []*Run{runs["t5-w004-n300"], runs["t5fig2-w004-n300"], runs["t5-w004-n150"], runs["t5fig2-w004-n150"]}
+	if slices.ContainsFunc(t5, func(r *Run) bool { return r != nil }) {
 		w("## 004 Table 5: stabilization after a token loss (wandering-004)\n\n")
-		w("A loss is injected once the system has been stable for 10^4 time units; the duration runs from the loss to the moment it is stable again for good (until the next loss): never without a token, and more than one only in spikes shorter than Δmin = 600 (spurious tokens are made and removed all the time in stable operation; most last one pass). Bins of 5000 up to the row's label (the first row: all below 10000). Counts as measured (the paper: 100 transients per N); no tolerance is claimed for a distribution this dispersed (the paper's own word), the medians are compared.\n\n")
-		w("| duration ≤ | paper N=300 | sim N=300 | paper N=150 | sim N=150 |\n|---|---|---|---|---|\n")
+		w("A loss is injected once the system has been stable for 10^4 time units; the duration runs from the loss to the moment it is stable again for good (until the next loss): never without a token, and more than one only in spikes shorter than Δmin = 600 (spurious tokens are made and removed all the time in stable operation; most last one pass). Bins of 5000 up to the row's label (the first row: all below 10000). Counts as measured (the paper: 100 transients per N); no tolerance is claimed for a distribution this dispersed (the paper's own word), the medians are compared. Two readings of 004's removal rule, the same seeds: §5 (a token is discarded within Δmin of A when lasttoken precedes it; the default) and Fig. 2 as printed (any token other than lasttoken; `removal: any`).\n\n")
+		w("| duration ≤ | paper N=300 | §5 N=300 | Fig. 2 N=300 | paper N=150 | §5 N=150 | Fig. 2 N=150 |\n|---|---|---|---|---|---|---|\n")
 		hist := func(r *Run) ([]float64, []float64, int) {
 			if r == nil {
 				return nil, nil, 0
@@ -193,19 +198,34 @@ func Report(dir string) (string, error) {
 			}
 			return h, d, un
 		}
-		ha, da, ua := hist(a)
-		hc, dc, uc := hist(c)
-		for i := range 15 {
-			g := func(h []float64) float64 {
-				if h == nil {
-					return math.NaN()
-				}
-				return h[i]
-			}
-			w("| %d | %s | %s | %s | %s |\n", 10000+5000*i, num(paperT5N300[i]), num(g(ha)), num(paperT5N150[i]), num(g(hc)))
+		var hs, ds [4][]float64
+		var us [4]int
+		for i, r := range t5 {
+			hs[i], ds[i], us[i] = hist(r)
 		}
-		w("| median | %s | %s | %s | %s |\n", num(binMedian(paperT5N300)), num(median(da)), num(binMedian(paperT5N150)), num(median(dc)))
-		w("| transients measured (unsettled) | 100 | %d (%d) | 100 | %d (%d) |\n\n", len(da), ua, len(dc), uc)
+		g := func(h []float64, i int) string {
+			if h == nil {
+				return num(math.NaN())
+			}
+			return num(h[i])
+		}
+		for i := range 15 {
+			w("| %d | %s | %s | %s | %s | %s | %s |\n", 10000+5000*i, num(paperT5N300[i]), g(hs[0], i), g(hs[1], i), num(paperT5N150[i]), g(hs[2], i), g(hs[3], i))
+		}
+		med := func(i int) string {
+			if t5[i] == nil {
+				return num(math.NaN())
+			}
+			return num(median(ds[i]))
+		}
+		w("| median | %s | %s | %s | %s | %s | %s |\n", num(binMedian(paperT5N300)), med(0), med(1), num(binMedian(paperT5N150)), med(2), med(3))
+		cnt := func(i int) string {
+			if t5[i] == nil {
+				return num(math.NaN())
+			}
+			return fmt.Sprintf("%d (%d)", len(ds[i]), us[i])
+		}
+		w("| transients measured (unsettled) | 100 | %s | %s | 100 | %s | %s |\n\n", cnt(0), cnt(1), cnt(2), cnt(3))
 	}
 
 	// 003 Fig. 2 and Fig. 3: shares of time idle, 1, 2, >2.
@@ -370,6 +390,25 @@ func Report(dir string) (string, error) {
 		return path, fmt.Errorf("plots: %v", perr)
 	}
 	return path, nil
+}
+
+// loadAll loads the runs of the manifests ms, one per CPU at a time (each
+// run's logs are read by one goroutine, in order), in ms's order.
+func loadAll(ms []string) ([]*Run, error) {
+	runs := make([]*Run, len(ms))
+	errs := make([]error, len(ms))
+	sem := make(chan struct{}, runtime.NumCPU())
+	var wg sync.WaitGroup
+	for i, m := range ms {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			runs[i], errs[i] = Load(filepath.Dir(m))
+		}()
+	}
+	wg.Wait()
+	return runs, errors.Join(errs...)
 }
 
 func num(x float64) string {

@@ -10,7 +10,7 @@
 // numbers.
 //
 // It reads results, never runs anything: data flows one way (the runs are
-// made by cmd/wandering on the simulator, or by the harness).
+// made by experiments/wandering on the simulator, or by the harness).
 package wandering
 
 import (
@@ -73,9 +73,12 @@ type Run struct {
 	Manifest
 	Ops    []Op   // by start
 	Tokens []Life // by From
+	conc   []float64
 }
 
-// Load reads dir: the manifest and logs/*.jsonl.
+// Load reads dir: the manifest and logs/*.jsonl. The logs are streamed,
+// one event at a time: a long run's logs are gigabytes, of which only the
+// operations and the tokens' first and last sightings are kept.
 func Load(dir string) (*Run, error) {
 	b, err := os.ReadFile(filepath.Join(dir, ManifestFile))
 	if err != nil {
@@ -90,15 +93,13 @@ func Load(dir string) (*Run, error) {
 		return nil, err
 	}
 	sort.Strings(files)
-	var logs [][]eventlog.Event
-	for _, f := range files {
-		evs, err := eventlog.ReadFile(f)
-		if err != nil {
+	m := r.measurer()
+	for _, path := range files {
+		if err := m.file(path); err != nil {
 			return nil, err
 		}
-		logs = append(logs, evs)
 	}
-	r.measure(logs)
+	m.finish()
 	return r, nil
 }
 
@@ -106,75 +107,126 @@ func (r *Run) sec(e eventlog.Event) float64 {
 	return float64(e.WallNS-r.Epoch.UnixNano()) / 1e9
 }
 
-// measure derives the operations and the token lives from the logs.
+// measure derives the operations and the token lives from the logs, one
+// slice per agent's log (what Load streams).
 func (r *Run) measure(logs [][]eventlog.Event) {
-	crashes := map[string][]float64{}
-	lost := map[string]float64{}
-	for _, l := range r.Losses {
-		crashes[l.Agent] = append(crashes[l.Agent], l.AtS)
-		lost[l.Token] = l.AtS
-	}
-	// crashEnd: an operation whose agent crashed before op_finished ends
-	// with the process.
-	crashEnd := func(agent string, start float64) float64 {
-		for _, t := range crashes[agent] {
-			if t >= start {
-				return t
-			}
-		}
-		return r.SpanS
-	}
-	type seen struct {
-		from, to  float64
-		how       string
-		generated bool
-	}
-	toks := map[string]*seen{}
+	m := r.measurer()
 	for _, evs := range logs {
-		open := map[string][]float64{} // op starts by token ("" for the baseline)
-		var agent string
+		m.begin()
 		for _, e := range evs {
-			agent = e.Agent
-			t := r.sec(e)
-			switch e.Kind {
-			case eventlog.AgentStarted:
-				// A restart: what was open died with the crash.
-				for k, starts := range open {
-					for _, s := range starts {
-						r.Ops = append(r.Ops, Op{agent, s, crashEnd(agent, s)})
-					}
-					delete(open, k)
-				}
-			case eventlog.OpStarted:
-				open[e.Token] = append(open[e.Token], t)
-			case eventlog.OpFinished:
-				if s := open[e.Token]; len(s) > 0 {
-					r.Ops = append(r.Ops, Op{agent, s[0], t})
-					open[e.Token] = s[1:]
-				}
-			}
-			if e.Token == "" {
-				continue
-			}
-			s := toks[e.Token]
-			if s == nil {
-				s = &seen{from: t, to: t}
-				toks[e.Token] = s
-			}
-			s.from, s.to = min(s.from, t), max(s.to, t)
-			if e.Kind == eventlog.TokenAcquired && e.Reason == "generated" {
-				s.generated = true
-			}
-			if e.Kind == eventlog.TokenDiscarded {
-				s.how = "discarded"
-			}
+			m.event(e)
 		}
-		for _, starts := range open {
-			for _, s := range starts {
-				r.Ops = append(r.Ops, Op{agent, s, crashEnd(agent, s)})
-			}
+		m.end()
+	}
+	m.finish()
+}
+
+// seen is a token's first and last sighting in the logs.
+type seen struct {
+	from, to  float64
+	how       string
+	generated bool
+}
+
+// measuring is measure's state: the whole run's (crashes, losses,
+// tokens), and the current log's (agent, open operations).
+type measuring struct {
+	r       *Run
+	crashes map[string][]float64
+	lost    map[string]float64
+	toks    map[string]*seen
+	open    map[string][]float64 // op starts by token ("" for the baseline)
+	agent   string
+}
+
+func (r *Run) measurer() *measuring {
+	m := &measuring{r: r, crashes: map[string][]float64{}, lost: map[string]float64{}, toks: map[string]*seen{}}
+	for _, l := range r.Losses {
+		m.crashes[l.Agent] = append(m.crashes[l.Agent], l.AtS)
+		m.lost[l.Token] = l.AtS
+	}
+	return m
+}
+
+// file streams one agent's log through begin, event and end.
+func (m *measuring) file(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	m.begin()
+	if err := eventlog.Read(f, path, func(e eventlog.Event) error { m.event(e); return nil }); err != nil {
+		return err
+	}
+	m.end()
+	return nil
+}
+
+// crashEnd: an operation whose agent crashed before op_finished ends
+// with the process.
+func (m *measuring) crashEnd(agent string, start float64) float64 {
+	for _, t := range m.crashes[agent] {
+		if t >= start {
+			return t
 		}
 	}
+	return m.r.SpanS
+}
+
+func (m *measuring) begin() { m.open, m.agent = map[string][]float64{}, "" }
+
+func (m *measuring) event(e eventlog.Event) {
+	r := m.r
+	m.agent = e.Agent
+	agent := e.Agent
+	t := r.sec(e)
+	switch e.Kind {
+	case eventlog.AgentStarted:
+		// A restart: what was open died with the crash.
+		for k, starts := range m.open {
+			for _, s := range starts {
+				r.Ops = append(r.Ops, Op{agent, s, m.crashEnd(agent, s)})
+			}
+			delete(m.open, k)
+		}
+	case eventlog.OpStarted:
+		m.open[e.Token] = append(m.open[e.Token], t)
+	case eventlog.OpFinished:
+		if s := m.open[e.Token]; len(s) > 0 {
+			r.Ops = append(r.Ops, Op{agent, s[0], t})
+			m.open[e.Token] = s[1:]
+		}
+	}
+	if e.Token == "" {
+		return
+	}
+	s := m.toks[e.Token]
+	if s == nil {
+		s = &seen{from: t, to: t}
+		m.toks[e.Token] = s
+	}
+	s.from, s.to = min(s.from, t), max(s.to, t)
+	if e.Kind == eventlog.TokenAcquired && e.Reason == "generated" {
+		s.generated = true
+	}
+	if e.Kind == eventlog.TokenDiscarded {
+		s.how = "discarded"
+	}
+}
+
+// end: operations still open at the end of the log.
+func (m *measuring) end() {
+	for _, starts := range m.open {
+		for _, s := range starts {
+			m.r.Ops = append(m.r.Ops, Op{m.agent, s, m.crashEnd(m.agent, s)})
+		}
+	}
+}
+
+// finish sorts the operations and turns the sightings into lives.
+func (m *measuring) finish() {
+	r := m.r
 	slices.SortFunc(r.Ops, func(a, b Op) int {
 		if a.Start != b.Start {
 			if a.Start < b.Start {
@@ -190,15 +242,15 @@ func (r *Run) measure(logs [][]eventlog.Event) {
 		}
 		return 0
 	})
-	for tok, s := range toks {
+	for tok, s := range m.toks {
 		if !s.generated {
 			continue // a token that never circulated as such (not ours to count)
 		}
 		l := Life{Token: tok, From: s.from, To: s.to, How: s.how, Generated: true}
 		switch {
 		case l.How == "discarded":
-		case lost[tok] > 0:
-			l.To, l.How = lost[tok], "lost"
+		case m.lost[tok] > 0:
+			l.To, l.How = m.lost[tok], "lost"
 		case r.SpanS-s.to < 100: // seen in the last 100 s: a hold is at most Δop
 			l.To, l.How = r.SpanS, "alive"
 		default:
@@ -218,6 +270,7 @@ func (r *Run) measure(logs [][]eventlog.Event) {
 		}
 		return 1
 	})
+	r.conc = nil
 }
 
 // Step is a step function's value V from time T on.
@@ -282,6 +335,15 @@ func durations(s []Step, end float64) []float64 {
 // Concurrency returns the time (paper seconds) during which k operations
 // ran at once, k = 0, 1, ...
 func (r *Run) Concurrency() []float64 {
+	// Computed once: the report asks for it row by row, and a 10^6 run
+	// has hundreds of thousands of operations to sort.
+	if r.conc == nil {
+		r.conc = r.concurrency()
+	}
+	return r.conc
+}
+
+func (r *Run) concurrency() []float64 {
 	from, to := make([]float64, len(r.Ops)), make([]float64, len(r.Ops))
 	for i, o := range r.Ops {
 		from[i], to[i] = o.Start, o.End

@@ -9,24 +9,30 @@
 // (O(N⁴) lookups, minutes before the first event); the seams are (the
 // experiment file, protocol.Config, protocol.Simulated, sim.World).
 //
-//	wandering [-out results/wandering] [-only REGEXP] [-scale 1] [-scale004 1] [-transients 100] [-report-only]
+//	wandering [-out results/wandering] [-only REGEXP] [-scale 1] [-scale004 1] [-transients 100] [-j NCPU] [-report-only]
 //
 // Each scenario writes OUT/NAME/ (experiment.yaml, manifest.json with the
 // seed, the injected losses and the wall time, logs/); then package
 // analysis/wandering reads them all and writes OUT/report.md and
 // OUT/plots/. -scale shortens every run for a quick check, -scale004 the
 // two long runs of 004 Tables 3 and 4, -transients the count of 004
-// Table 5; the report's first table says what ran.
+// Table 5; the report's first table says what ran. -j runs that many
+// scenarios at once (default: one per CPU); each stays one single-loop,
+// seeded simulation, so the results do not depend on it.
 package main
 
 import (
+	"cmp"
 	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"runtime/pprof"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"tokenbed/analysis/wandering"
@@ -39,10 +45,12 @@ const k = 1000 // 10^3 s
 // formulas). The 004 runs (§6, Table 2 and the captions): 10^6 time
 // units, Δop 4, Δskip 1, Δmin 600 (so Δmax 1800), K1 1.5, K2 0.05.
 const (
-	sec003  = "{op: 4s, skip: 100ms, nmax: 300}"
-	sec004  = "{op: 4s, skip: 1s, min: 600s}"
-	base003 = "{op: 4s, rule: \"003\"}"
-	base004 = "{op: 4s, rule: \"004\"}"
+	sec003 = "{op: 4s, skip: 100ms, nmax: 300}"
+	sec004 = "{op: 4s, skip: 1s, min: 600s}"
+	// Fig. 2's removal rule as printed (wandering004.RemovalAny).
+	sec004fig2 = "{op: 4s, skip: 1s, min: 600s, removal: any}"
+	base003    = "{op: 4s, rule: \"003\"}"
+	base004    = "{op: 4s, rule: \"004\"}"
 )
 
 func scenarios() []Scenario {
@@ -53,6 +61,11 @@ func scenarios() []Scenario {
 		{Name: "t3-w004-n300", Role: "wandering-004", Section: sec004, N: 300, Span: 1000 * k * time.Second, Seed: 44},
 		{Name: "t5-w004-n150", Role: "wandering-004", Section: sec004, N: 150, Seed: 45, Transients: 100, Settle: 10 * k * time.Second},
 		{Name: "t5-w004-n300", Role: "wandering-004", Section: sec004, N: 300, Seed: 46, Transients: 100, Settle: 10 * k * time.Second},
+		// Table 5 again under Fig. 2's literal removal rule (any token
+		// other than lasttoken), the same seeds: the reading §5's text
+		// does not give, which the README compares.
+		{Name: "t5fig2-w004-n150", Role: "wandering-004", Section: sec004fig2, N: 150, Seed: 45, Transients: 100, Settle: 10 * k * time.Second},
+		{Name: "t5fig2-w004-n300", Role: "wandering-004", Section: sec004fig2, N: 300, Seed: 46, Transients: 100, Settle: 10 * k * time.Second},
 		{Name: "f2-baseline-n300", Role: "baseline", Section: base003, N: 300, Span: 100 * k * time.Second, Seed: 31},
 	}
 	for i, n := range []int{210, 240, 270, 300, 330, 360} {
@@ -70,6 +83,7 @@ func main() {
 	transients := flag.Int("transients", 100, "loss transients per N for 004 Table 5 (the paper: 100)")
 	reportOnly := flag.Bool("report-only", false, "only analyse what OUT holds")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile here")
+	jobs := flag.Int("j", runtime.NumCPU(), "scenarios simulated at once (each is one deterministic simulation: -j changes the wall time, not a byte of the results)")
 	flag.Parse()
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
@@ -84,11 +98,12 @@ func main() {
 		fmt.Fprintln(os.Stderr, "wandering: -only:", err)
 		os.Exit(2)
 	}
-	if *scale <= 0 || *scale > 1 || *scale004 <= 0 || *scale004 > 1 || *transients < 1 {
-		fmt.Fprintln(os.Stderr, "wandering: -scale, -scale004: want (0, 1]; -transients: want at least 1")
+	if *scale <= 0 || *scale > 1 || *scale004 <= 0 || *scale004 > 1 || *transients < 1 || *jobs < 1 {
+		fmt.Fprintln(os.Stderr, "wandering: -scale, -scale004: want (0, 1]; -transients, -j: want at least 1")
 		os.Exit(2)
 	}
 	if !*reportOnly {
+		var todo []Scenario
 		for _, s := range scenarios() {
 			if !re.MatchString(s.Name) {
 				continue
@@ -103,16 +118,10 @@ func main() {
 				s.Transients = *transients
 				s.Span = time.Duration(s.Transients) * 100 * k * time.Second
 			}
-			dir := filepath.Join(*out, s.Name)
-			if err := os.RemoveAll(dir); err != nil {
-				fail(err)
-			}
-			m, err := Simulate(s, dir, func(msg string) { fmt.Fprintln(os.Stderr, msg) })
-			if err != nil {
-				fail(fmt.Errorf("%s: %w", s.Name, err))
-			}
-			fmt.Printf("%s: N=%d, %.0f s simulated, seed %d, %d losses, %d datagrams, %.1f s wall\n",
-				m.Scenario, m.N, m.SpanS, m.Seed, len(m.Losses), m.Datagrams, m.WallS)
+			todo = append(todo, s)
+		}
+		if err := runAll(todo, *out, *jobs); err != nil {
+			fail(err)
 		}
 	}
 	path, err := wandering.Report(*out)
@@ -121,6 +130,75 @@ func main() {
 		fail(err)
 	}
 	fmt.Println("report:", path)
+}
+
+// runAll simulates the scenarios, jobs at a time, the costliest first
+// (so that the last to finish is a short one). Each scenario is its own
+// sim.World with its own seed, directory and tracker, on one goroutine
+// (its Ahead workers compute only what the loop would: harness/sim), so
+// running several at once changes no byte of any run. The first error
+// stops the scenarios not yet started.
+func runAll(todo []Scenario, out string, jobs int) error {
+	slices.SortStableFunc(todo, func(a, b Scenario) int { return cmp.Compare(b.cost(), a.cost()) })
+	var (
+		mu    sync.Mutex
+		first error
+		wg    sync.WaitGroup
+	)
+	next := make(chan Scenario)
+	for range min(jobs, len(todo)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for s := range next {
+				m, err := runOne(s, out)
+				mu.Lock()
+				if err != nil && first == nil {
+					first = fmt.Errorf("%s: %w", s.Name, err)
+				}
+				if err == nil {
+					fmt.Printf("%s: N=%d, %.0f s simulated, seed %d, %d losses, %d datagrams, %.1f s wall\n",
+						m.Scenario, m.N, m.SpanS, m.Seed, len(m.Losses), m.Datagrams, m.WallS)
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	for _, s := range todo {
+		mu.Lock()
+		stop := first != nil
+		mu.Unlock()
+		if stop {
+			break
+		}
+		next <- s
+	}
+	close(next)
+	wg.Wait()
+	return first
+}
+
+func runOne(s Scenario, out string) (*wandering.Manifest, error) {
+	dir := filepath.Join(out, s.Name)
+	if err := os.RemoveAll(dir); err != nil {
+		return nil, err
+	}
+	return Simulate(s, dir, func(msg string) { fmt.Fprintln(os.Stderr, msg) })
+}
+
+// cost is a rough guess of a scenario's wall time, for the order only:
+// the token's passes (signed datagrams) dominate; the baseline passes
+// nothing. Table 5's span is its upper bound (it ends when its transients
+// have settled, about a fifth of it).
+func (s Scenario) cost() float64 {
+	c := s.Span.Seconds() * float64(s.N)
+	if s.Transients > 0 {
+		c /= 5
+	}
+	if s.Role == "baseline" {
+		c /= 50
+	}
+	return c
 }
 
 func fail(err error) {

@@ -1,7 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"math"
+	"os"
+	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -63,5 +67,36 @@ func TestShortReproduction(t *testing.T) {
 	d, un := r.Stabilizations(120) // Δmin of this run
 	if un != 0 || len(d) != 3 {
 		t.Errorf("stabilizations %v, %d unsettled: every loss should end with one token again", d, un)
+	}
+}
+
+// TestParallelSameBytes: scenarios run at once (-j) write, byte for
+// byte, the logs they write one at a time; only the wall time in the
+// manifest may differ.
+func TestParallelSameBytes(t *testing.T) {
+	todo := []Scenario{
+		{Name: "base", Role: "baseline", Section: base004, N: 20, Span: 20_000 * time.Second, Seed: 3},
+		{Name: "w004", Role: "wandering-004", Section: "{op: 4s, skip: 1s, min: 80s}", N: 20, Span: 4000 * time.Second, Seed: 4},
+		{Name: "w004any", Role: "wandering-004", Section: "{op: 4s, skip: 1s, min: 80s, removal: any}", N: 20, Span: 4000 * time.Second, Seed: 4},
+		{Name: "wt", Role: "wandering", Section: "{op: 4s, skip: 100ms, nmax: 20}", N: 20, Span: 4000 * time.Second, Seed: 5, LossEvery: 1000 * time.Second},
+	}
+	one, all := t.TempDir(), t.TempDir()
+	if err := runAll(slices.Clone(todo), one, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := runAll(slices.Clone(todo), all, len(todo)); err != nil {
+		t.Fatal(err)
+	}
+	files, _ := filepath.Glob(filepath.Join(one, "*", "logs", "*.jsonl"))
+	if len(files) != 4*20 {
+		t.Fatalf("%d logs, want %d", len(files), 4*20)
+	}
+	for _, f := range files {
+		rel, _ := filepath.Rel(one, f)
+		a, _ := os.ReadFile(f)
+		b, err := os.ReadFile(filepath.Join(all, rel))
+		if err != nil || !bytes.Equal(a, b) {
+			t.Errorf("%s: differs when the scenarios run at once (%v)", rel, err)
+		}
 	}
 }

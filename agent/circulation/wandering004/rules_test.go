@@ -22,14 +22,14 @@ func TestRules(t *testing.T) {
 			case "new":
 				a := trace.ArgsOf(t, td)
 				c := Config{Op: a.Dur("op"), Skip: a.Dur("skip"), N: a.Int("n", 0), Min: a.Dur("min"), Max: a.Dur("max"),
-					K1: a.Float("k1"), K2: a.Float("k2")}
+					K1: a.Float("k1"), K2: a.Float("k2"), Removal: Removal(a.Str("removal"))}
 				if err := c.Validate(); err != nil {
 					return "error: " + err.Error() + "\n"
 				}
 				p = New(c)
 				d = trace.New(p, uint64(a.Int("seed", 1)))
 				cc := p.Config()
-				return fmt.Sprintf("Δop %v Δskip %v Δmin %v Δmax %v K1 %v K2 %v\n", cc.Op, cc.Skip, cc.Min, cc.Max, cc.K1, cc.K2)
+				return fmt.Sprintf("Δop %v Δskip %v Δmin %v Δmax %v K1 %v K2 %v removal %v\n", cc.Op, cc.Skip, cc.Min, cc.Max, cc.K1, cc.K2, cc.Removal)
 			case "gen?":
 				return fmt.Sprintf("Δgen %v\n", p.Gen())
 			}

@@ -33,7 +33,11 @@
 // Δmin of A is discarded when lasttoken is another token that precedes
 // it, and kept Δskip otherwise. Fig. 2 discards any other token
 // (id ≠ lasttoken.id); §5's precedence is what lets "the first generated
-// token ... persist", so we follow §5.
+// token ... persist", so we follow §5 by default. Config.Removal
+// RemovalAny is Fig. 2's literal test instead (within Δmin of A, every
+// token other than lasttoken is discarded, older or younger): the
+// "domino effect" of §5, under which regenerated tokens remove each
+// other (README, "The Wandering Token", 004 Table 5 both ways).
 //
 // Seed 004 passes the token with a 3-way protocol (§4: Move, Ack,
 // Commit). Here it runs over the project's 4-way secure passing (002 §3,
@@ -70,9 +74,28 @@ type Config struct {
 	// K1 and K2 adapt Δgen (§5.1, Fig. 2: K1_loss = 1.5, K2_loss = 0.05);
 	// 0 means those values.
 	K1, K2 float64
+	// Removal is the token removal rule: RemovalPrecedence (§5's text,
+	// the default; "" means it) or RemovalAny (Fig. 2's literal test).
+	Removal Removal
 	// GenerateAtStart makes the agent start with a token.
 	GenerateAtStart bool
 }
+
+// Removal names a reading of 004's token removal rule. Both apply only to
+// a token received within Δmin of the last A here.
+type Removal string
+
+const (
+	// RemovalPrecedence is §5: "the component discards a token t when it
+	// has been enabled from less than Δmin time units by another token
+	// preceding t" (timestamp, then generator id). An older token than
+	// lasttoken is kept (Δskip) and becomes lasttoken.
+	RemovalPrecedence Removal = "precedence"
+	// RemovalAny is Fig. 2 as printed: "if (token→id) ≠ (lasttoken→id)
+	// then next": any token other than lasttoken is discarded, whichever
+	// precedes; lasttoken is not updated (next skips "lasttoken = token").
+	RemovalAny Removal = "any"
+)
 
 // Defaults of Fig. 2.
 const (
@@ -94,6 +117,9 @@ func (c Config) WithDefaults() Config {
 	if c.K2 == 0 {
 		c.K2 = DefaultK2
 	}
+	if c.Removal == "" {
+		c.Removal = RemovalPrecedence
+	}
 	return c
 }
 
@@ -114,6 +140,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("k1: must be at least 1 (Δgen grows at each regeneration), got %v", c.K1)
 	case c.K2 < 0 || c.K2 > 1:
 		return fmt.Errorf("k2: must be in [0, 1], got %v", c.K2)
+	case c.Removal != "" && c.Removal != RemovalPrecedence && c.Removal != RemovalAny:
+		return fmt.Errorf("removal: want %q (§5, the default) or %q (Fig. 2 as printed), got %q", RemovalPrecedence, RemovalAny, c.Removal)
 	}
 	return nil
 }
@@ -171,7 +199,14 @@ func (p *Policy) Acquired(now time.Time, t wire.TokenID, how circulation.How, re
 	// Fig. 2: Δgen = Δgen − K2(Δgen − Δmax) at every token received.
 	p.gen -= time.Duration(p.cfg.K2 * float64(p.gen-p.cfg.Max))
 	if !p.lastAccess.IsZero() && now.Sub(p.lastAccess) <= p.cfg.Min {
-		if p.lastToken != t && p.lastToken.Compare(t) < 0 {
+		switch {
+		case p.lastToken == t:
+		case p.cfg.Removal == RemovalAny:
+			// Fig. 2 as printed: enabled less than Δmin ago by another
+			// token, whichever precedes; "next" keeps lasttoken.
+			return []circulation.Action{{Kind: circulation.Discard, Token: t, Reason: "other",
+				Detail: fmt.Sprintf("A ran %v ago (≤ Δmin %v); lasttoken %v is another token", now.Sub(p.lastAccess), p.cfg.Min, p.lastToken)}}
+		case p.lastToken.Compare(t) < 0:
 			// §5's removal rule: enabled less than Δmin ago, and
 			// lasttoken, another token, precedes t.
 			return []circulation.Action{{Kind: circulation.Discard, Token: t, Reason: "precedence",
