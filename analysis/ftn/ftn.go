@@ -458,7 +458,7 @@ func liveness(h *history, r *Report) {
 		if fi+1 < len(h.faults) {
 			next = h.faults[fi+1]
 		}
-		worst := int64(0)
+		worst, seen := int64(0), false
 		for _, o := range h.ops {
 			if o.Inv >= next || (o.Done >= 0 && o.Done <= t) {
 				continue
@@ -477,18 +477,30 @@ func liveness(h *history, r *Report) {
 			if o.Kind == msg.Acquire || o.Result != ftnlog.OK {
 				continue
 			}
-			worst = max(worst, o.Done-max(t, o.Inv))
+			worst, seen = max(worst, o.Done-max(t, o.Inv)), true
 		}
-		r.Recovery = append(r.Recovery, worst)
+		// A fault after which no request completed says nothing about
+		// recovery: it is left out, not counted as an instant one.
+		if seen {
+			r.Recovery = append(r.Recovery, worst)
+		}
 	}
 	if len(r.Unrecovered) > 0 {
 		r.Liveness = fail(fmt.Sprintf("%d requests never answered", len(r.Unrecovered)), strings.Join(r.Unrecovered, "; "))
 		return
 	}
+	if len(r.Recovery) == 0 {
+		r.Liveness = notJudged(fmt.Sprintf("%d faults, and no release, set-data or get-data completed after any of them", len(h.faults)))
+		return
+	}
 	s := slices.Clone(r.Recovery)
 	slices.Sort(s)
-	r.Liveness = pass(fmt.Sprintf("max %s", ms(s[len(s)-1])), fmt.Sprintf("%d faults; longest wait of a release, set-data or get-data after each: p50 %s, max %s",
-		len(s), ms(s[len(s)/2]), ms(s[len(s)-1])))
+	detail := fmt.Sprintf("%d faults; longest wait of a release, set-data or get-data after each: p50 %s, max %s",
+		len(s), ms(s[len(s)/2]), ms(s[len(s)-1]))
+	if skipped := len(h.faults) - len(s); skipped > 0 {
+		detail += fmt.Sprintf("; %d more faults with no request completed after them, not judged", skipped)
+	}
+	r.Liveness = pass(fmt.Sprintf("max %s", ms(s[len(s)-1])), detail)
 }
 
 func clients(h *history) []string {
