@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"tokenbed/internal/netlinkdump"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
@@ -288,7 +289,7 @@ func (s *star) hubLinks(t *testing.T) (string, error) {
 		return "", err
 	}
 	defer h.Close()
-	ls, err := h.LinkList()
+	ls, err := netlinkdump.Retry(h.LinkList)
 	var names []string
 	for _, l := range ls {
 		names = append(names, l.Attrs().Name)

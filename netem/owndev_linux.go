@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"sync"
 	"syscall"
+	"tokenbed/internal/netlinkdump"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netlink/nl"
@@ -135,7 +136,7 @@ func (o *ownDevice) remove(c *conn, ns netns.NsHandle) error {
 	}
 	if verr == nil {
 		if _, made := ingressMade.Load(ingressKey(ns, o.via)); made {
-			if fs, err := c.h.FilterList(via, netlink.HANDLE_INGRESS); err == nil && len(fs) == 0 {
+			if fs, err := netlinkdump.Retry(func() ([]netlink.Filter, error) { return c.h.FilterList(via, netlink.HANDLE_INGRESS) }); err == nil && len(fs) == 0 {
 				ing := &netlink.Ingress{QdiscAttrs: netlink.QdiscAttrs{LinkIndex: via.Attrs().Index, Handle: netlink.MakeHandle(0xffff, 0), Parent: netlink.HANDLE_INGRESS}}
 				if err := c.h.QdiscDel(ing); err != nil {
 					errs = append(errs, fmt.Errorf("ingress on %s: %w", o.via, err))

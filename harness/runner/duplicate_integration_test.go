@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"tokenbed/internal/netlinkdump"
 
 	"github.com/gopacket/gopacket"
 	"github.com/gopacket/gopacket/layers"
@@ -120,7 +121,7 @@ func (b *watchTeardown) Teardown(ctx context.Context) error {
 	} else if h, err := netlink.NewHandleAt(p.NS); err != nil {
 		b.err = err
 	} else {
-		ls, err := h.LinkList()
+		ls, err := netlinkdump.Retry(h.LinkList)
 		h.Close()
 		b.err = err
 		for _, l := range ls {

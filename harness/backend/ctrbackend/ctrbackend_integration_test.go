@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"tokenbed/internal/netlinkdump"
 
 	"github.com/moby/moby/client"
 	"github.com/vishvananda/netlink"
@@ -146,7 +147,7 @@ func TestBackendLifecycle(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		addrs, _ := h.AddrList(l, netlink.FAMILY_V4)
+		addrs, _ := netlinkdump.Retry(func() ([]netlink.Addr, error) { return h.AddrList(l, netlink.FAMILY_V4) })
 		h.Close()
 		want := map[string]string{"A": "10.77.0.1/24", "C.r1": "10.77.1.3/24"}[inst]
 		if len(addrs) != 1 || addrs[0].IPNet.String() != want {
@@ -231,7 +232,7 @@ func TestBackendLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	queued := func() uint32 {
-		qs, err := netlink.QdiscList(vethC)
+		qs, err := netlinkdump.Retry(func() ([]netlink.Qdisc, error) { return netlink.QdiscList(vethC) })
 		if err != nil {
 			t.Fatal(err)
 		}

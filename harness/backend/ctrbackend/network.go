@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"tokenbed/internal/netlinkdump"
 
 	"github.com/moby/moby/api/types/network"
 	"github.com/moby/moby/client"
@@ -103,7 +104,7 @@ func disableIPv6(link string) error {
 //
 // Equivalent to: `ip route del default` inside the holder's namespace.
 func dropDefaultRoute(h *netlink.Handle, name string) error {
-	routes, err := h.RouteList(nil, netlink.FAMILY_V4)
+	routes, err := netlinkdump.Retry(func() ([]netlink.Route, error) { return h.RouteList(nil, netlink.FAMILY_V4) })
 	if err != nil {
 		return fmt.Errorf("ctrbackend: pod holder %s: routes: %w", name, err)
 	}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"tokenbed/internal/netlinkdump"
 
 	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/api/types/network"
@@ -133,7 +134,7 @@ func (b *Backend) startHolder(ctx context.Context, p *pod) error {
 		return fmt.Errorf("ctrbackend: pod holder %s: eth0: %w", name, err)
 	}
 	p.mac = l.Attrs().HardwareAddr
-	addrs, err := h.AddrList(l, netlink.FAMILY_V4)
+	addrs, err := netlinkdump.Retry(func() ([]netlink.Addr, error) { return h.AddrList(l, netlink.FAMILY_V4) })
 	if err != nil {
 		return err
 	}

@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"tokenbed/internal/netlinkdump"
 
 	"github.com/vishvananda/netlink"
 
@@ -47,7 +48,7 @@ func spec(runID string, replicas int) backend.Spec {
 }
 
 func rootLinks(t *testing.T) map[string]bool {
-	ls, err := netlink.LinkList()
+	ls, err := netlinkdump.Retry(netlink.LinkList)
 	if err != nil {
 		t.Fatal(err)
 	}
