@@ -4,13 +4,13 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"tokenbed/agent/eventlog"
 	"tokenbed/analysis"
 	tpanalysis "tokenbed/analysis/tokenpassing"
+	"tokenbed/harness/runner/runnertest"
 )
 
 func runQuiet(t *testing.T, src string) string {
@@ -27,11 +27,7 @@ func runQuiet(t *testing.T, src string) string {
 
 func readLog(t *testing.T, dir, name string) []eventlog.Event {
 	t.Helper()
-	evs, err := eventlog.ReadFile(filepath.Join(dir, "logs", name+".jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return evs
+	return runnertest.ReadLog(t, dir, name)
 }
 
 // Issue 11 item 1: a scheduled join works as 002 §3.2 has it, with real

@@ -14,7 +14,9 @@ import (
 
 	"tokenbed/agent/ca"
 	"tokenbed/harness/backend/ctrbackend/ctrtest"
+	"tokenbed/harness/runner"
 	"tokenbed/internal/testenv"
+	"tokenbed/netem"
 )
 
 // agentBin is the static agent, built once for the package's tests.
@@ -119,4 +121,13 @@ func waitLog(path, s string, n int, timeout time.Duration) error {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// hostImpairment is kernel netem where this kernel has sch_netem, and the
+// userspace engine otherwise.
+func hostImpairment() string {
+	if netem.CheckKernel(runner.NewRunID()) == nil {
+		return runner.ImpairKernel
+	}
+	return runner.ImpairUserspace
 }

@@ -5,9 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"tokenbed/harness/runner"
 	"tokenbed/harness/runner/runnertest"
-	"tokenbed/netem"
 )
 
 // A partition step (issue 14) in containers: the cut of A,B from C,D
@@ -17,10 +15,7 @@ import (
 // in namespaces (harness/runner's TestPartitionCutsTheLinksBetweenGroups).
 func TestRunInContainersPartition(t *testing.T) {
 	requireDocker(t)
-	impair := runner.ImpairUserspace
-	if netem.CheckKernel(runner.NewRunID()) == nil {
-		impair = runner.ImpairKernel
-	}
+	impair := hostImpairment()
 	before := dockerState(t)
 	dir, _, _ := runInContainers(t, fmt.Sprintf(runnertest.PartitionExperiment, 10.0), impair)
 	runnertest.CheckPartition(t, dir, 20*time.Second, 500*time.Millisecond)

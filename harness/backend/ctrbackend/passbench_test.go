@@ -13,7 +13,6 @@ import (
 	"tokenbed/experiments"
 	"tokenbed/harness/backend"
 	"tokenbed/harness/runner"
-	"tokenbed/netem"
 )
 
 // passBenchExperiment is the experiment the pass benchmark runs: the
@@ -81,10 +80,7 @@ func BenchmarkPassLatency(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	impair := runner.ImpairUserspace
-	if netem.CheckKernel(runner.NewRunID()) == nil {
-		impair = runner.ImpairKernel
-	}
+	impair := hostImpairment()
 	variants := []passVariant{
 		{name: "netns", ctr: false, rtPrio: 5}, // the baseline: harness run's default
 		{name: "container", ctr: true, rtPrio: 5},

@@ -11,7 +11,6 @@ import (
 	tpanalysis "tokenbed/analysis/tokenpassing"
 	"tokenbed/harness/results"
 	"tokenbed/harness/runner"
-	"tokenbed/netem"
 )
 
 // Three agents in containers with a profile per link (5 ms each way
@@ -62,10 +61,7 @@ checks:
 // On a host with sch_netem the same run goes through kernel netem.
 func TestRunInContainersWithProfiles(t *testing.T) {
 	requireDocker(t)
-	impair := runner.ImpairUserspace
-	if netem.CheckKernel(runner.NewRunID()) == nil {
-		impair = runner.ImpairKernel
-	}
+	impair := hostImpairment()
 	before := dockerState(t)
 	dir, info, _ := runInContainers(t, containersProfiled, impair)
 

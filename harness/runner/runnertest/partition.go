@@ -38,24 +38,14 @@ func CheckPartition(t *testing.T, dir string, cut, slack time.Duration) {
 	side := map[string]int{"A": 0, "B": 0, "C": 1, "D": 1}
 	var starts, ends []string
 	var cutAt, healAt int64
-	for _, ev := range readLog(t, dir, "harness") {
+	for _, ev := range ReadLog(t, dir, "harness") {
 		switch ev.Kind {
 		case eventlog.OutageStart:
 			starts = append(starts, ev.Link)
-			if cutAt == 0 {
-				cutAt = ev.MonoNS
-			}
-			if d := time.Duration(ev.MonoNS - cutAt); d > slack {
-				t.Errorf("outage_start %s %v after the first: not at once", ev.Link, d)
-			}
+			atOnce(t, ev, &cutAt, slack)
 		case eventlog.OutageEnd:
 			ends = append(ends, ev.Link)
-			if healAt == 0 {
-				healAt = ev.MonoNS
-			}
-			if d := time.Duration(ev.MonoNS - healAt); d > slack {
-				t.Errorf("outage_end %s %v after the first: not at once", ev.Link, d)
-			}
+			atOnce(t, ev, &healAt, slack)
 		}
 	}
 	var want []string
@@ -77,7 +67,7 @@ func CheckPartition(t *testing.T, dir string, cut, slack time.Duration) {
 	// Passes by the receiver's acquisition (Peer: the sender).
 	var crossBefore, crossAfter, within int
 	for _, n := range []string{"A", "B", "C", "D"} {
-		for _, ev := range readLog(t, dir, n) {
+		for _, ev := range ReadLog(t, dir, n) {
 			if ev.Kind != eventlog.TokenAcquired || ev.Reason != "commit" {
 				continue
 			}
@@ -109,7 +99,20 @@ func b2i(b bool) int {
 	return 0
 }
 
-func readLog(t *testing.T, dir, name string) []eventlog.Event {
+// atOnce checks that ev is within slack of the first event of its kind,
+// whose time *first holds (0 before it).
+func atOnce(t *testing.T, ev eventlog.Event, first *int64, slack time.Duration) {
+	t.Helper()
+	if *first == 0 {
+		*first = ev.MonoNS
+	}
+	if d := time.Duration(ev.MonoNS - *first); d > slack {
+		t.Errorf("%s %s %v after the first: not at once", ev.Kind, ev.Link, d)
+	}
+}
+
+// ReadLog reads the event log of instance name in the run in dir.
+func ReadLog(t *testing.T, dir, name string) []eventlog.Event {
 	t.Helper()
 	evs, err := eventlog.ReadFile(filepath.Join(dir, "logs", name+".jsonl"))
 	if err != nil {
