@@ -4,7 +4,6 @@
 package runnertest
 
 import (
-	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -109,14 +108,4 @@ func atOnce(t *testing.T, ev eventlog.Event, first *int64, slack time.Duration) 
 	if d := time.Duration(ev.MonoNS - *first); d > slack {
 		t.Errorf("%s %s %v after the first: not at once", ev.Kind, ev.Link, d)
 	}
-}
-
-// ReadLog reads the event log of instance name in the run in dir.
-func ReadLog(t *testing.T, dir, name string) []eventlog.Event {
-	t.Helper()
-	evs, err := eventlog.ReadFile(filepath.Join(dir, "logs", name+".jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return evs
 }
