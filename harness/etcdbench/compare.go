@@ -8,6 +8,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"tokenbed/agent/ftn/ftnconfig"
 )
 
 // Row is one configuration's figures for both systems.
@@ -201,9 +203,13 @@ func FigureTable(s Suite) string {
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", fig, ftn, etcd, r, cond)
 	}
 	lc := s.Plan.Latency
+	lw := lc.Workload
+	if lw == (ftnconfig.Workload{}) {
+		lw = DefaultWorkload // Config.defaults
+	}
 	for _, r := range s.Latency {
 		cond := fmt.Sprintf("%d servers, %d clients at %g acquisitions/s, %v holds, %d names; %d, %d holds measured after %v; netem %s; %s",
-			lc.Servers, lc.Clients, lc.Workload.Rate, lc.Workload.Hold, lc.Workload.Names, len(r.FTN.Samples), len(r.Etcd.Samples), lc.Warmup, r.Etcd.Impairment, sched(lc))
+			lc.Servers, lc.Clients, lw.Rate, lw.Hold, lw.Names, len(r.FTN.Samples), len(r.Etcd.Samples), lc.Warmup, r.Etcd.Impairment, sched(lc))
 		line("acquire+release p50, "+profileName(r.Profile), ms(r.FTN.P50), ms(r.Etcd.P50), ratio(r.Etcd.P50, r.FTN.P50), cond)
 		line("acquire+release p99, "+profileName(r.Profile), ms(r.FTN.P99), ms(r.Etcd.P99), ratio(r.Etcd.P99, r.FTN.P99), "the same runs")
 	}

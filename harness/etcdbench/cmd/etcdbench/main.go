@@ -14,6 +14,7 @@
 //	          [--failover-duration 26s] [--failover-window 10s]
 //	          [--etcd-variants] [--etcd-deadline 1s] [--ftn-tick 5ms]
 //	          [--nice -10]
+//	etcdbench table DIR/suite.json   prints a compare's tables again
 //	etcdbench client FLAGS     an etcd workload client (compare starts it)
 //	etcdbench leader FLAGS     prints etcd's leader (compare starts it)
 package main
@@ -41,8 +42,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if code, ok := etcdbench.Subcommand(args, stdout, stderr); ok {
 		return code
 	}
+	if len(args) == 2 && args[0] == "table" {
+		return table(args[1], stdout, stderr)
+	}
 	if len(args) == 0 || args[0] != "compare" {
-		fmt.Fprintln(stderr, "usage: etcdbench compare --agent AGENT [flags] | etcdbench client FLAGS")
+		fmt.Fprintln(stderr, "usage: etcdbench compare --agent AGENT [flags] | etcdbench table DIR/suite.json | etcdbench client FLAGS")
 		return 2
 	}
 	fs := flag.NewFlagSet("etcdbench compare", flag.ContinueOnError)
@@ -109,7 +113,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "etcdbench:", err)
 		return 1
 	}
-	table := etcdbench.FigureTable(suite) + "\nLatency in detail:\n\n" + etcdbench.Table(suite.Latency)
+	table := tables(suite)
 	fmt.Fprint(stdout, table)
 	b, _ := json.MarshalIndent(suite, "", "  ")
 	for name, data := range map[string][]byte{"table.md": []byte(table), "suite.json": b} {
@@ -118,5 +122,25 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 	}
+	return 0
+}
+
+func tables(s etcdbench.Suite) string {
+	return etcdbench.FigureTable(s) + "\nLatency in detail:\n\n" + etcdbench.Table(s.Latency)
+}
+
+// table prints the tables of a compare's suite.json.
+func table(path string, stdout, stderr io.Writer) int {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		fmt.Fprintln(stderr, "etcdbench:", err)
+		return 1
+	}
+	var s etcdbench.Suite
+	if err := json.Unmarshal(b, &s); err != nil {
+		fmt.Fprintf(stderr, "etcdbench: %s: %v\n", path, err)
+		return 1
+	}
+	fmt.Fprint(stdout, tables(s))
 	return 0
 }
