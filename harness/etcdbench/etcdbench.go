@@ -130,7 +130,7 @@ type Config struct {
 	// timeout (5 s + 2 elections), so that etcd answers first. An FTN
 	// client needs none: it resends every 2 ticks' worth of 50 ms.
 	EtcdDeadline time.Duration
-	// Nice, when < 0, starts every process of either system (servers,
+	// Nice, when not 0, starts every process of either system (servers,
 	// clients) at this nice value: on a machine shared with builds, a
 	// server that waits for a core misses its heartbeats, and FTN (a
 	// 300 ms lease, 500 ms timeouts) or etcd (1 s) fails over without a
