@@ -158,10 +158,14 @@ ftn: build
 
 # The etcd anchor (issue 14 "Performance"; harness/etcdbench): FTN (3
 # servers) and a 3-member etcd cluster (Debian's etcd-server, data on
-# tmpfs) run the same workload, 10 clients, in network namespaces,
-# unimpaired and with delay 10ms on every direction; prints acquire+release
-# p50/p99 and etcd/FTN. As root; about 3 min. ETCDBENCH_FLAGS adds flags
-# (e.g. --data-root /var/tmp for etcd's WAL on disk).
+# tmpfs) run the same workloads in network namespaces, one after the
+# other: acquire+release latency with 10 clients, unimpaired and with
+# delay 10ms on every direction; throughput with 50 closed-loop clients;
+# failover after a SIGKILL of the leader (etcd also with a 1 s client
+# deadline, and with FTN's timers). Prints one table, figure | FTN | etcd
+# | etcd/FTN | conditions, with the durability settings. As root; about
+# 7 min. ETCDBENCH_FLAGS adds flags (e.g. --data-root /var/tmp for etcd's
+# WAL on disk).
 ETCDBENCH_FLAGS ?=
 .PHONY: ftn-etcd
 ftn-etcd: build

@@ -130,6 +130,75 @@ func RunClient(ctx context.Context, c ClientConfig) error {
 	}
 }
 
+// Subcommand runs the processes that Run starts in the namespaces, from
+// args after the program's name: "client FLAGS" (ClientMain) or "leader
+// FLAGS" (LeaderMain). ok is false for any other args.
+func Subcommand(args []string, stdout, stderr io.Writer) (code int, ok bool) {
+	if len(args) == 0 {
+		return 0, false
+	}
+	switch args[0] {
+	case "client":
+		return ClientMain(args[1:], stderr), true
+	case "leader":
+		return LeaderMain(args[1:], stdout, stderr), true
+	}
+	return 0, false
+}
+
+// LeaderMain runs "leader --endpoints URLS": it prints "leader NAME",
+// the member that etcd's maintenance Status API names leader, asking
+// each endpoint in turn until one answers (the crashed one may not).
+func LeaderMain(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("etcdbench leader", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	endpoints := fs.String("endpoints", "", "etcd client URLs, comma-separated")
+	timeout := fs.Duration("timeout", 5*time.Second, "give up after")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *endpoints == "" {
+		fmt.Fprintln(stderr, "etcdbench leader: --endpoints is required")
+		return 2
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	defer cancel()
+	name, err := etcdLeaderName(ctx, strings.Split(*endpoints, ","))
+	if err != nil {
+		fmt.Fprintln(stderr, "etcdbench leader:", err)
+		return 1
+	}
+	fmt.Fprintln(stdout, "leader", name)
+	return 0
+}
+
+func etcdLeaderName(ctx context.Context, endpoints []string) (string, error) {
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		return "", err
+	}
+	defer cli.Close()
+	var errs []error
+	for _, ep := range endpoints {
+		st, err := cli.Status(ctx, ep)
+		if err != nil || st.Leader == 0 {
+			errs = append(errs, fmt.Errorf("%s: no leader known (%v)", ep, err))
+			continue
+		}
+		ms, err := cli.MemberList(ctx)
+		if err != nil {
+			return "", err
+		}
+		for _, m := range ms.Members {
+			if m.ID == st.Leader {
+				return m.Name, nil
+			}
+		}
+		return "", fmt.Errorf("%s: leader %x is not in the member list", ep, st.Leader)
+	}
+	return "", errors.Join(errs...)
+}
+
 // ClientMain runs "client FLAGS": the workload client process that Run
 // starts in a client's namespace, until SIGTERM.
 func ClientMain(args []string, stderr io.Writer) int {

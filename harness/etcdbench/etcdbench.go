@@ -17,7 +17,17 @@
 // puts the profile on each receiver's queue keyed by sender (as the
 // runner's kernel impairment does), FTN's processes get ftnconfig files
 // as the FTN plug-in writes them, and the etcd clients log in ftnlog's
-// history schema. No schedule (crashes, partitions): latency only.
+// history schema. Its one fault is Config.Crash, the leader's SIGKILL
+// (issue 14 "failover time after a leader crash"); the runner's other
+// schedule actions (partitions, outages) it does not have.
+//
+// # Figures
+//
+// From the clients' logs alone, the same reader for both systems:
+// acquire+release latency (Samples), throughput (operations completed ok
+// per second, Throughput) and the clients' recovery from the crash
+// (MeasureFailover). Suite runs them all and FigureTable puts them side
+// by side (`make ftn-etcd`).
 //
 // # Durability (issue 14 "Honesty")
 //
@@ -26,7 +36,8 @@
 // tmpfs (/dev/shm) by default, where an fsync costs no disk, because FTN
 // keeps no disk state at all (its state lives in the servers' memory and
 // is rebuilt from the clients after a crash, 001 "Server start"). A disk
-// run is `--data-root DIR` on a disk-backed directory.
+// run is `--data-root DIR` on a disk-backed directory. Durability names
+// the file system, and FigureTable states both settings.
 package etcdbench
 
 import (
@@ -103,9 +114,36 @@ type Config struct {
 	EtcdBin  string
 	AgentBin string // the agent, for FTN
 	// ClientCmd starts an etcd workload client: ClientCmd[0] is run with
-	// ClientCmd[1:] and then ClientMain's flags, with ClientEnv.
+	// ClientCmd[1:] and then Subcommand's arguments, with ClientEnv.
 	ClientCmd []string
 	ClientEnv []string
+	// FTNTick is the FTN processes' tick (default 5 ms, the perf
+	// experiments'); their timeouts keep the machines' default wall
+	// times (ftnTiming), whatever the tick.
+	FTNTick time.Duration
+	// EtcdHeartbeat and EtcdElection set etcd's --heartbeat-interval and
+	// --election-timeout; 0 keeps etcd's defaults (100 ms, 1 s).
+	EtcdHeartbeat, EtcdElection time.Duration
+	// EtcdDeadline is an etcd client's deadline for a Lock or Unlock,
+	// after which it gives the operation up (result unknown) and goes on
+	// with the next; 0: 10 s, longer than the server's own request
+	// timeout (5 s + 2 elections), so that etcd answers first. An FTN
+	// client needs none: it resends every 2 ticks' worth of 50 ms.
+	EtcdDeadline time.Duration
+	// Nice, when not 0, starts every process of either system (servers,
+	// clients) at this nice value: on a machine shared with builds, a
+	// server that waits for a core misses its heartbeats, and FTN (a
+	// 300 ms lease, 500 ms timeouts) or etcd (1 s) fails over without a
+	// crash. Not SCHED_FIFO, which `harness run` gives agents: etcd's
+	// Go runtime (several threads, GOMAXPROCS 2) spun under it, starving
+	// its own clients and the machine.
+	Nice int
+	// Crash, when > 0: this long after the clients started, the leader is
+	// SIGKILLed (FTN: the server that last logged ftn_leader; etcd: the
+	// member that the maintenance Status API names leader), and
+	// Result.Failover measures the clients' recovery in the Window after
+	// it (Window: until 1 s before the end by default).
+	Crash, Window time.Duration
 }
 
 // Result is one run's figures.
@@ -119,6 +157,17 @@ type Result struct {
 	Samples    []Sample // measured holds, after the warmup
 	Counts     Counts
 	P50, P99   time.Duration
+	// Ops completed ok from the warmup's end until the clients were
+	// stopped, and their rate.
+	Ops     int
+	OpsPerS float64
+	// Failover is the crash's measurement (Config.Crash), nil without.
+	Failover *Failover
+	// NewLeader is the server leading at the end of a run with a crash.
+	NewLeader string
+	// Elected: FTN only, the crash to the next ftn_leader
+	// (analysis/ftn.Performance); -1 none or not FTN.
+	Elected time.Duration
 }
 
 func (c *Config) defaults() error {
@@ -131,6 +180,15 @@ func (c *Config) defaults() error {
 	if c.Workload == (ftnconfig.Workload{}) {
 		c.Workload = DefaultWorkload
 	}
+	if c.EtcdDeadline == 0 {
+		c.EtcdDeadline = 10 * time.Second
+	}
+	if c.FTNTick == 0 {
+		c.FTNTick = 5 * time.Millisecond
+	}
+	if c.Crash > 0 && c.Window == 0 {
+		c.Window = c.Duration - c.Crash - time.Second
+	}
 	switch {
 	case c.System != FTN && c.System != Etcd:
 		return fmt.Errorf("system: %q: want %s or %s", c.System, FTN, Etcd)
@@ -142,6 +200,10 @@ func (c *Config) defaults() error {
 		return errors.New("etcd_bin, client_cmd, data_root: required for etcd")
 	case c.System == FTN && c.AgentBin == "":
 		return errors.New("agent_bin: required for ftn")
+	case c.Crash < 0 || c.Crash > 0 && (c.Crash <= c.Warmup || c.Window <= 0 || c.Crash+c.Window > c.Duration):
+		return fmt.Errorf("crash: %v must follow the warmup %v and leave its window %v before the end %v", c.Crash, c.Warmup, c.Window, c.Duration)
+	case c.FTNTick < time.Millisecond || ftnDefaultTick%c.FTNTick != 0:
+		return fmt.Errorf("ftn_tick: %v must divide %v", c.FTNTick, ftnDefaultTick)
 	}
 	return nil
 }
@@ -195,7 +257,7 @@ func Run(ctx context.Context, c Config) (res Result, err error) {
 	if eng != nil {
 		defer eng.Close()
 	}
-	start := starter{be: be, ctx: ctx, logs: logs}
+	start := starter{be: be, ctx: ctx, logs: logs, nice: c.Nice}
 	var srvProcs, cliProcs []backend.Process
 	switch c.System {
 	case Etcd:
@@ -204,12 +266,21 @@ func Run(ctx context.Context, c Config) (res Result, err error) {
 		srvProcs, cliProcs, err = startFTN(start, c, servers, clients)
 	}
 	t0, _ := eventlog.Now()
-	if err == nil {
-		select {
-		case <-ctx.Done():
-			err = context.Cause(ctx)
-		case <-time.After(c.Duration):
+	var crashNS int64
+	var leader string
+	if err == nil && c.Crash > 0 {
+		if err = sleep(ctx, c.Crash); err == nil {
+			leader, crashNS, err = crashLeader(start, c, servers, clients, srvProcs)
 		}
+	}
+	if err == nil {
+		err = sleep(ctx, time.Duration(t0+c.Duration.Nanoseconds()-mono()))
+	}
+	tStop := mono()
+	if err == nil && c.Crash > 0 {
+		// Who leads at the end: the survivors should have elected
+		// another; "" when none is known.
+		res.NewLeader, _ = findLeader(start, c, servers, clients)
 	}
 	// Clients first, so that their last operations find the servers up.
 	stop(cliProcs)
@@ -217,6 +288,7 @@ func Run(ctx context.Context, c Config) (res Result, err error) {
 	if err != nil {
 		return res, err
 	}
+	var oks, bads [][]int64
 	for _, m := range clients {
 		evs, err := eventlog.ReadFile(filepath.Join(logs, m.inst+".jsonl"))
 		if err != nil {
@@ -233,9 +305,37 @@ func Run(ctx context.Context, c Config) (res Result, err error) {
 				res.Samples = append(res.Samples, s)
 			}
 		}
+		ok, bad, err := Completions(evs)
+		if err != nil {
+			return res, err
+		}
+		oks, bads = append(oks, ok), append(bads, bad)
 	}
 	res.P50, res.P99 = Quantiles(res.Samples)
-	return res, nil
+	res.Ops, res.OpsPerS = Throughput(oks, t0+c.Warmup.Nanoseconds(), tStop)
+	res.Elected = -1
+	if c.Crash > 0 {
+		f := MeasureFailover(oks, crashNS, c.Window)
+		f.Leader = leader
+		f.NotOK = count(bads, crashNS, crashNS+c.Window.Nanoseconds())
+		res.Failover = &f
+		if c.System == FTN {
+			res.Elected, err = ftnElected(logs, servers, crashNS)
+		}
+	}
+	return res, err
+}
+
+func mono() int64 { t, _ := eventlog.Now(); return t }
+
+// sleep waits d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	select {
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	case <-time.After(d):
+		return nil
+	}
 }
 
 // impair puts profile on every direction, as the runner does: with the
@@ -306,31 +406,38 @@ func impairUserspace(be backend.Backend, agents []backend.Agent, prefix netip.Pr
 }
 
 // starter starts processes in their namespaces, with their output in
-// logs/NAME.stderr.
+// logs/NAME.stderr, or in logs/OUT when out is not "".
 type starter struct {
 	be   backend.Backend
 	ctx  context.Context
 	logs string
+	nice int // Config.Nice
 }
 
-func (s starter) start(inst, path string, args, env []string) (backend.Process, error) {
-	out, err := os.OpenFile(filepath.Join(s.logs, inst+".stderr"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+func (s starter) start(inst, out, path string, args, env []string) (backend.Process, error) {
+	if out == "" {
+		out = inst + ".stderr"
+	}
+	f, err := os.OpenFile(filepath.Join(s.logs, out), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
 	}
-	defer out.Close()
-	return s.be.Start(s.ctx, inst, backend.Cmd{Path: path, Args: args, Env: env, Stdout: out, Stderr: out})
+	defer f.Close()
+	if s.nice != 0 {
+		// nice sets the value and execs: every thread inherits it, and
+		// the pid is the program's (the crash's SIGKILL reaches it).
+		path, args = "nice", append([]string{"-n", fmt.Sprint(s.nice), path}, args...)
+	}
+	return s.be.Start(s.ctx, inst, backend.Cmd{Path: path, Args: args, Env: env, Stdout: f, Stderr: f})
 }
 
 // startEtcd starts a member per server with etcd's defaults (heartbeat
 // 100 ms, election 1 s, a WAL fsync per commit) and a workload client
 // per client, which talks to every member.
 func startEtcd(s starter, c Config, token string, servers, clients []member) (srv, cli []backend.Process, err error) {
-	url := func(a netip.Addr, port int) string { return "http://" + netip.AddrPortFrom(a, uint16(port)).String() }
-	var cluster, endpoints []string
+	var cluster []string
 	for _, m := range servers {
 		cluster = append(cluster, m.inst+"="+url(m.addr, EtcdPeerPort))
-		endpoints = append(endpoints, url(m.addr, EtcdClientPort))
 	}
 	data, err := os.MkdirTemp(c.DataRoot, "tokenbed-etcd-")
 	if err != nil {
@@ -342,21 +449,31 @@ func startEtcd(s starter, c Config, token string, servers, clients []member) (sr
 		}
 	}()
 	for _, m := range servers {
-		p, err := s.start(m.inst, c.EtcdBin, []string{"--name", m.inst, "--data-dir", filepath.Join(data, m.inst),
+		args := []string{"--name", m.inst, "--data-dir", filepath.Join(data, m.inst),
 			"--listen-client-urls", url(m.addr, EtcdClientPort), "--advertise-client-urls", url(m.addr, EtcdClientPort),
 			"--listen-peer-urls", url(m.addr, EtcdPeerPort), "--initial-advertise-peer-urls", url(m.addr, EtcdPeerPort),
 			"--initial-cluster", strings.Join(cluster, ","), "--initial-cluster-state", "new", "--initial-cluster-token", token,
-			"--logger", "zap", "--log-outputs", "stderr"}, nil)
+			"--logger", "zap", "--log-outputs", "stderr"}
+		if c.EtcdHeartbeat > 0 {
+			args = append(args, "--heartbeat-interval", fmt.Sprint(c.EtcdHeartbeat.Milliseconds()))
+		}
+		if c.EtcdElection > 0 {
+			args = append(args, "--election-timeout", fmt.Sprint(c.EtcdElection.Milliseconds()))
+		}
+		p, err := s.start(m.inst, "", c.EtcdBin, args, nil)
 		if err != nil {
 			return srv, cli, err
 		}
 		srv = append(srv, p)
 	}
 	for i, m := range clients {
-		args := append(append([]string(nil), c.ClientCmd[1:]...), "client", "--name", m.inst, "--endpoints", strings.Join(endpoints, ","),
+		args := append(append([]string(nil), c.ClientCmd[1:]...), "client", "--name", m.inst, "--endpoints", etcdEndpoints(servers),
 			"--log", filepath.Join(s.logs, m.inst+".jsonl"), "--seed", fmt.Sprint(c.Seed+uint64(i)),
-			"--names", fmt.Sprint(c.Workload.Names), "--rate", fmt.Sprint(c.Workload.Rate), "--hold", c.Workload.Hold.String())
-		p, err := s.start(m.inst, c.ClientCmd[0], args, c.ClientEnv)
+			"--names", fmt.Sprint(c.Workload.Names), "--rate", fmt.Sprint(c.Workload.Rate), "--hold", c.Workload.Hold.String(),
+			"--op-timeout", c.EtcdDeadline.String())
+		// One OS thread of Go code per client process, as the FTN
+		// clients (startFTN).
+		p, err := s.start(m.inst, "", c.ClientCmd[0], args, append([]string{"GOMAXPROCS=1"}, c.ClientEnv...))
 		if err != nil {
 			return srv, cli, err
 		}
@@ -373,9 +490,22 @@ func startEtcd(s starter, c Config, token string, servers, clients []member) (sr
 	return srv, cli, nil
 }
 
+func url(a netip.Addr, port int) string {
+	return "http://" + netip.AddrPortFrom(a, uint16(port)).String()
+}
+
+// etcdEndpoints is the members' client URLs, comma-separated.
+func etcdEndpoints(servers []member) string {
+	var eps []string
+	for _, m := range servers {
+		eps = append(eps, url(m.addr, EtcdClientPort))
+	}
+	return strings.Join(eps, ",")
+}
+
 // startFTN starts FTN servers and workload clients (`agent ftn run`) with
 // the files the FTN plug-in would write: a run CA, the shared server list,
-// 50 ms ticks, the machines' default timeouts.
+// Config.FTNTick, the machines' default timeouts in wall time.
 func startFTN(s starter, c Config, servers, clients []member) (srv, cli []backend.Process, err error) {
 	dir := filepath.Join(c.Dir, "ca")
 	if err := ca.Init(dir); err != nil {
@@ -391,7 +521,8 @@ func startFTN(s starter, c Config, servers, clients []member) (srv, cli []backen
 		}
 		cfg := ftnconfig.Config{Name: m.inst, Role: ftnconfig.RoleServer, Listen: netip.AddrPortFrom(m.addr, FTNPort).String(),
 			CA: filepath.Join(dir, ca.CACertFile), Credentials: dir, Log: filepath.Join(s.logs, m.inst+".jsonl"),
-			Seed: c.Seed + uint64(i), Tick: 50 * time.Millisecond, TimeScale: 1, Servers: list}
+			Seed: c.Seed + uint64(i), Tick: c.FTNTick, TimeScale: 1, Servers: list}
+		cfg.Server, cfg.Client = ftnTiming(c.FTNTick)
 		if i >= len(servers) {
 			w := c.Workload
 			cfg.Role, cfg.Workload = ftnconfig.RoleClient, &w
@@ -407,7 +538,7 @@ func startFTN(s starter, c Config, servers, clients []member) (srv, cli []backen
 		if err := os.WriteFile(path, b, 0o644); err != nil {
 			return srv, cli, err
 		}
-		p, err := s.start(m.inst, c.AgentBin, []string{"ftn", "run", "--config", path}, []string{"GOMAXPROCS=1"})
+		p, err := s.start(m.inst, "", c.AgentBin, []string{"ftn", "run", "--config", path}, []string{"GOMAXPROCS=1"})
 		if err != nil {
 			return srv, cli, err
 		}

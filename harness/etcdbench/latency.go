@@ -1,12 +1,10 @@
 package etcdbench
 
 import (
-	"slices"
 	"time"
 
 	"tokenbed/agent/eventlog"
 	"tokenbed/agent/ftn/ftnlog"
-	"tokenbed/netem/validate"
 )
 
 // Sample is one hold of a workload client: the latency of its acquire
@@ -87,13 +85,9 @@ type Counts struct {
 // Quantiles returns the p50 and p99 of the samples' acquire+release
 // latency (nearest rank), zero with no sample.
 func Quantiles(ss []Sample) (p50, p99 time.Duration) {
-	if len(ss) == 0 {
-		return 0, 0
-	}
 	v := make([]float64, len(ss))
 	for i, s := range ss {
 		v[i] = float64(s.Total())
 	}
-	slices.Sort(v)
-	return time.Duration(validate.Percentile(v, 0.50)), time.Duration(validate.Percentile(v, 0.99))
+	return quantile(v, 0.50), quantile(v, 0.99)
 }
