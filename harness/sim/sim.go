@@ -94,8 +94,8 @@ type Config struct {
 	// Workers run the processes' Ahead work beside the event loop
 	// (default: one per CPU but the loop's; negative: none, Ahead runs
 	// at once in the loop). Whatever it is, every byte of the run is the
-	// same: Ahead work is deterministic (Ed25519) and its result is taken
-	// where it would have been computed.
+	// same: Ahead work only checks what the process declared, and a
+	// failed check voids the run.
 	Workers int
 }
 
