@@ -29,7 +29,7 @@ type Host interface {
 	// Self is the agent's member name.
 	Self() string
 	// Peers lists the members in the agent's directory, self excluded,
-	// sorted by name.
+	// sorted by name. The slice is the agent's: read it, never modify it.
 	Peers() []string
 	// Rand is the agent's seeded random source.
 	Rand() *rand.Rand

@@ -415,8 +415,19 @@ func (e *ParseError) Unwrap() error { return e.Err }
 // is reported as truncated.
 func Read(r io.Reader, name string, fn func(Event) error) error {
 	br := bufio.NewReaderSize(r, 1<<16)
+	var long []byte
 	for line := 1; ; line++ {
-		b, err := br.ReadBytes('\n')
+		// The line in the reader's buffer, copied only when longer: the
+		// decoders keep nothing of it.
+		b, err := br.ReadSlice('\n')
+		if err == bufio.ErrBufferFull {
+			long = append(long[:0], b...)
+			for err == bufio.ErrBufferFull {
+				b, err = br.ReadSlice('\n')
+				long = append(long, b...)
+			}
+			b = long
+		}
 		if len(b) > 0 {
 			if b[len(b)-1] != '\n' {
 				return &ParseError{File: name, Line: line, Err: fmt.Errorf("truncated line %q", b)}
@@ -444,6 +455,15 @@ func Read(r io.Reader, name string, fn func(Event) error) error {
 // decode decodes one line: strictly for the kinds this package lists,
 // with the fields beyond the envelope in Extra for the others.
 func decode(b []byte) (Event, error) {
+	if e, ok := decodeFast(b); ok {
+		return e, nil
+	}
+	return decodeJSON(b)
+}
+
+// decodeJSON is decode through encoding/json: the reference that
+// decodeFast must agree with.
+func decodeJSON(b []byte) (Event, error) {
 	var e Event
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()

@@ -449,8 +449,8 @@ func Verify(b []byte, pub ed25519.PublicKey, src, dst netip.AddrPort) bool {
 	if len(b) < fixedHeader+SigLen || len(b) > MaxSize || len(pub) != ed25519.PublicKeySize {
 		return false
 	}
-	if ok, found := takeAhead(b, pub, src, dst); found { // ahead.go
-		return ok
+	if takeAhead(b, pub, src, dst) { // declared by its sender: ahead.go
+		return true
 	}
 	return verify(b, pub, src, dst)
 }

@@ -119,6 +119,17 @@ func (h *history) finish() {
 // readLogs reads every log of the run.
 func readLogs(dir string, topo results.Topology) (*history, error) {
 	h := newHistory(topo.Agents)
+	// Room for the kept events at once: growing the slice by doubling
+	// copied 2 of the 22 CPU s of a 20-day run's analysis. A pass logs
+	// about 200 bytes a line and keeps 7 of its 13 lines; a guess too
+	// small only grows as before.
+	var size int64
+	for _, a := range topo.Agents {
+		if st, err := os.Stat(filepath.Join(dir, a.Log)); err == nil {
+			size += st.Size()
+		}
+	}
+	h.evs = make([]ev, 0, size/400)
 	for _, a := range topo.Agents {
 		ai := h.agents[a.Instance]
 		path := filepath.Join(dir, a.Log)

@@ -75,7 +75,7 @@ func (b *Backend) Start(context.Context, string, backend.Cmd) (backend.Process, 
 // Teardown implements backend.Backend: closes the logs still open.
 func (b *Backend) Teardown(context.Context) error {
 	if b.World != nil {
-		b.World.Close()
+		return b.World.Close()
 	}
 	return nil
 }

@@ -17,8 +17,9 @@ import (
 // paper seconds simulated per wall second (the real backend: about 2,000,
 // with 16 replicas at time scale 1000). One iteration is the whole run,
 // twice: "loop" verifies every signature in the event loop (Config.Workers
-// -1), "ahead" on the workers ahead of it (the default); their ratio is
-// the workers' gain, measured under the same load:
+// -1), "ahead" on the workers beside it (the default: the loop never
+// waits for a verification, agent/wire.VerifyAhead); their ratio is the
+// workers' gain, measured under the same load:
 //
 //	go test -run - -bench Endurance -benchtime 1x ./harness/sim
 func BenchmarkEndurance(b *testing.B) {

@@ -55,14 +55,16 @@
 // # Workers
 //
 // The loop is one goroutine, but a process may hand the simulator work
-// that depends on nothing but its inputs (Output.Ahead): an agent hands
-// over the Ed25519 verification of each datagram it sends, which the
-// receiver will redo (agent/wire.VerifyAhead). The simulator runs it on
-// its workers (Config.Workers) while the loop goes on, and the
-// receiver's Verify takes the result, the same bytes it would have
-// computed, so no output changes (TestSameSeedSameBytes runs with
-// workers and without). The sender's presigning (Output.After) runs in
-// the loop meanwhile.
+// that depends on nothing but its inputs and checks what it declared
+// (Output.Ahead): an agent declares the key each datagram it sends is
+// signed with, and the receiver's Verify takes the declaration as its
+// answer (agent/wire.VerifyAhead) while the simulator's workers verify
+// every such datagram beside the loop; a declaration that does not
+// verify voids the run (RunUntil and Close return the error). The loop
+// never waits for a verification, so the signatures of one pass and the
+// verifications of the one before run on two cores; no output changes
+// (TestSameSeedSameBytes runs with workers and without). The sender's
+// presigning (Output.After) runs in the loop meanwhile.
 //
 // # Scale
 //

@@ -9,6 +9,8 @@ import (
 	"os"
 	"reflect"
 	"runtime"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"tokenbed/agent/eventlog"
@@ -38,11 +40,13 @@ type Process interface {
 type Output struct {
 	Events  []eventlog.Event
 	Packets []Packet
-	// Ahead is work some receiver will need and that depends on nothing
-	// but its own inputs (an agent: the Ed25519 verification of each
-	// datagram it sends, agent/wire.VerifyAhead); the simulator runs it on
-	// its workers (Config.Workers) while the loop goes on, or at once.
-	Ahead []func()
+	// Ahead is work that depends on nothing but its own inputs and that
+	// checks what the process declared (an agent: the Ed25519
+	// verification of each datagram it sends, agent/wire.VerifyAhead);
+	// the simulator runs it on its workers (Config.Workers) while the
+	// loop goes on, in the loop when they are behind, or at once without
+	// workers. An error voids the run: RunUntil or Close returns it.
+	Ahead []func() error
 	// After, if set, is the process's own work after the step (an agent:
 	// presigning, node.Prepare); the simulator calls it once Ahead is
 	// handed to the workers, so the two overlap.
@@ -90,8 +94,8 @@ type Config struct {
 	// Workers run the processes' Ahead work beside the event loop
 	// (default: one per CPU but the loop's; negative: none, Ahead runs
 	// at once in the loop). Whatever it is, every byte of the run is the
-	// same: Ahead work is deterministic (Ed25519) and its result is taken
-	// where it would have been computed.
+	// same: Ahead work only checks what the process declared, and a
+	// failed check voids the run.
 	Workers int
 }
 
@@ -133,7 +137,9 @@ type World struct {
 	// in full; each was checked once by building a model of it.
 	profiles map[string][]*netem.Profile
 	stats    Stats
-	work     chan func() // the Ahead workers' queue; nil until first used
+	work     chan func() error // the Ahead workers' queue; nil until first used
+	workers  sync.WaitGroup
+	aheadErr atomic.Pointer[error] // the first Ahead error
 }
 
 // Stats counts what the simulation did.
@@ -290,14 +296,31 @@ func (w *World) end(h *host, sig os.Signal) {
 }
 
 // Close stops nothing: it closes the logs of processes still running,
-// and ends the Ahead workers.
-func (w *World) Close() {
+// and ends the Ahead workers once their work is done; it returns the
+// first error of that work (the run is void).
+func (w *World) Close() error {
 	if w.work != nil {
 		close(w.work)
 		w.work = nil
+		w.workers.Wait()
 	}
 	for _, h := range w.hosts {
 		h.closeLog()
+	}
+	return w.err()
+}
+
+// err is the first error of the Ahead work so far.
+func (w *World) err() error {
+	if p := w.aheadErr.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+func (w *World) fail(err error) {
+	if err != nil {
+		w.aheadErr.CompareAndSwap(nil, &err)
 	}
 }
 
@@ -332,7 +355,7 @@ func (w *World) RunUntil(t time.Time) error {
 	if t.After(w.now) {
 		w.now = t
 	}
-	return nil
+	return w.err()
 }
 
 type kind uint8
@@ -528,29 +551,37 @@ func (w *World) carry(h *host, t time.Time, work time.Duration, out Output) erro
 }
 
 // ahead hands work to the workers, started at the first, or does it at
-// once without workers.
-func (w *World) ahead(fs []func()) {
+// once without workers. When their queue is full the loop does it
+// itself: the loop's own work per datagram (a signature) is less than a
+// verification, so on two cores the loop and one worker share it.
+func (w *World) ahead(fs []func() error) {
 	if len(fs) == 0 {
 		return
 	}
 	if w.cfg.Workers < 0 {
 		for _, f := range fs {
-			f()
+			w.fail(f())
 		}
 		return
 	}
 	if w.work == nil {
-		w.work = make(chan func(), 64)
+		w.work = make(chan func() error, 256)
+		w.workers.Add(w.cfg.Workers)
 		for range w.cfg.Workers {
-			go func(c <-chan func()) {
+			go func(c <-chan func() error) {
+				defer w.workers.Done()
 				for f := range c {
-					f()
+					w.fail(f())
 				}
 			}(w.work)
 		}
 	}
 	for _, f := range fs {
-		w.work <- f
+		select {
+		case w.work <- f:
+		default:
+			w.fail(f())
+		}
 	}
 }
 

@@ -1,9 +1,11 @@
 package sim
 
 import (
+	"errors"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -209,5 +211,46 @@ func TestLossFollowsTheProfile(t *testing.T) {
 	st := w.Stats()
 	if st.Sent != 1000 || st.Lost+st.Delivered != 1000 || st.Lost < 440 || st.Lost > 560 {
 		t.Errorf("stats %+v: want 1000 sent, about 500 lost", st)
+	}
+}
+
+// declaring is echo whose every datagram comes with an Ahead check that
+// fails from the third on: a process that declared what was not so.
+type declaring struct {
+	echo
+	n int
+}
+
+func (d *declaring) Tick(now time.Time) Output {
+	o := d.echo.Tick(now)
+	d.n++
+	bad := d.n >= 3
+	o.Ahead = []func() error{func() error {
+		if bad {
+			return errors.New("declared falsely")
+		}
+		return nil
+	}}
+	return o
+}
+
+// An Ahead check that fails voids the run, on the workers or in the loop:
+// RunUntil or at the latest Close returns its error.
+func TestAheadErrorVoidsTheRun(t *testing.T) {
+	for _, workers := range []int{-1, 1} {
+		w := twoHosts(t, Config{Workers: workers}, "delay 1ms")
+		a := &declaring{echo: echo{peer: netip.AddrPortFrom(addrB, 7400), period: 10 * time.Millisecond}}
+		w.Start("A", a, logPath(t, "A"))
+		w.Start("B", &echo{}, logPath(t, "B"))
+		if err := w.RunUntil(w.Now().Add(25 * time.Millisecond)); err != nil {
+			t.Fatalf("workers %d: the first two checks pass, yet RunUntil: %v", workers, err)
+		}
+		err := w.RunUntil(w.Now().Add(time.Second))
+		if cerr := w.Close(); err == nil {
+			err = cerr
+		}
+		if err == nil || !strings.Contains(err.Error(), "declared falsely") {
+			t.Errorf("workers %d: a failed check gave %v, want its error", workers, err)
+		}
 	}
 }
