@@ -56,19 +56,45 @@ func judge(t *testing.T, dir string) {
 			t.Errorf("%s: %s: %s", n, q.Verdict, q.Detail)
 		}
 	}
-	t.Logf("%s\n%s", dir, b.String())
+	// The capture's view, from capture.pcapng alone: its checks pass, and
+	// it saw the holds the clients logged.
+	cr, err := ftn.CheckCaptureDir(dir, r.BaseWall)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cr == nil {
+		t.Fatalf("%s: no capture", dir)
+	}
+	for _, n := range ftn.CaptureNames {
+		q := cr.Requirement(n)
+		fmt.Fprintf(&b, "%-16s %-10s %s\n  %s\n", n, q.Verdict, q.Value, q.Detail)
+		if q.Verdict != analysis.VerdictPass {
+			t.Errorf("%s: %s: %s", n, q.Verdict, q.Detail)
+		}
+	}
+	v := ftn.Compare(r, cr)
+	if len(cr.Holds) < len(r.Holds)/2 {
+		t.Errorf("the capture shows %d holds, the histories %d", len(cr.Holds), len(r.Holds))
+	}
+	t.Logf("%s\n%s\n%s", dir, b.String(), v.Markdown())
 	// The run's own analysis (harness run, harness analyze) composes the
 	// same checkers, registered by analysis/ftn, in the same order.
 	sum, err := analysis.Analyze(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(sum.Order(), ftn.Names) || len(sum.Failed()) > 0 {
-		t.Errorf("analysis.Analyze: checks %v, failed %v; want %v, none failed", sum.Order(), sum.Failed(), ftn.Names)
+	order := append(slices.Clone(ftn.Names), ftn.CaptureNames...)
+	if !slices.Equal(sum.Order(), order) || len(sum.Failed()) > 0 {
+		t.Errorf("analysis.Analyze: checks %v, failed %v; want %v, none failed", sum.Order(), sum.Failed(), order)
 	}
 	for _, n := range ftn.Names {
 		if sum.Requirements[n].Verdict != r.Requirement(n).Verdict {
 			t.Errorf("%s: analysis %s, CheckDir %s", n, sum.Requirements[n].Verdict, r.Requirement(n).Verdict)
+		}
+	}
+	for _, n := range ftn.CaptureNames {
+		if sum.Requirements[n].Verdict != cr.Requirement(n).Verdict {
+			t.Errorf("%s: analysis %s, CheckCaptureDir %s", n, sum.Requirements[n].Verdict, cr.Requirement(n).Verdict)
 		}
 	}
 }
