@@ -86,9 +86,13 @@ func literalCapture(t *testing.T, text string, pos string) ([]byte, *x509.Certif
 		names = append(names, n)
 		return len(names) - 1
 	}
-	addr := func(i int) netip.AddrPort { return netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 0, 0, byte(i + 1)}), 7400) }
+	addr := func(i int) netip.AddrPort {
+		return netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 0, 0, byte(i + 1)}), 7400)
+	}
 	for ln, line := range strings.Split(strings.TrimSpace(text), "\n") {
-		bad := func(format string, a ...any) { t.Fatalf("%s: line %d: %q: %s", pos, ln+1, line, fmt.Sprintf(format, a...)) }
+		bad := func(format string, a ...any) {
+			t.Fatalf("%s: line %d: %q: %s", pos, ln+1, line, fmt.Sprintf(format, a...))
+		}
 		f := strings.Fields(line)
 		if len(f) < 3 {
 			bad("want TIME FROM>TO KIND")
