@@ -7,14 +7,15 @@
 // reader holding the run's CA does that with codec.NewOpener).
 //
 // FTN runs use the same UDP port as token passing (7400), and gopacket
-// maps a port to one layer type in a global table: Register only in a
-// process that reads FTN captures alone. analysis/ftn does not register
-// it; it decodes each UDP payload with DecodeFromBytes.
+// maps a port to one layer type in a global table that wirelayer.Register
+// fills: so this package registers no port. A process that reads FTN
+// captures alone may map one itself
+// (layers.RegisterUDPPortLayerType(7400, ftnlayer.LayerType));
+// analysis/ftn decodes each UDP payload with DecodeFromBytes instead.
 package ftnlayer
 
 import (
 	"fmt"
-	"sync"
 
 	"github.com/gopacket/gopacket"
 	"github.com/gopacket/gopacket/layers"
@@ -32,23 +33,6 @@ var LayerType = gopacket.RegisterLayerType(LayerTypeNumber, gopacket.LayerTypeMe
 	Name:    "FTN",
 	Decoder: gopacket.DecodeFunc(decode),
 })
-
-// Register makes UDP packets to or from port decode as FTN datagrams
-// (once per port; see the package comment for the shared port).
-func Register(port uint16) {
-	registered.Lock()
-	defer registered.Unlock()
-	if registered.ports[port] {
-		return
-	}
-	layers.RegisterUDPPortLayerType(layers.UDPPort(port), LayerType)
-	registered.ports[port] = true
-}
-
-var registered = struct {
-	sync.Mutex
-	ports map[uint16]bool
-}{ports: map[uint16]bool{}}
 
 // Datagram is a decoded FTN datagram: its envelope (sender, certificate,
 // nonce, signature) and its message.

@@ -51,7 +51,7 @@ func TestDecodeFrame(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	Register(port)
+	layers.RegisterUDPPortLayerType(port, LayerType)
 	p := gopacket.NewPacket(frame(t, d, port), layers.LayerTypeEthernet, gopacket.Default)
 	got, ok := p.Layer(LayerType).(*Datagram)
 	if !ok {
