@@ -137,7 +137,8 @@ func (*part) Begin(*analysis.Context)  {}
 func (*part) Finish(*analysis.Context) {}
 
 func (p *part) Sections(*analysis.Context) (string, error) {
-	s := p.perf.Markdown()
+	// A blank line ends the checks table above.
+	s := "\n" + p.perf.Markdown()
 	if p.views != nil {
 		s += "\n" + p.views.Markdown()
 	}
