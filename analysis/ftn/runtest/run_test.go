@@ -11,6 +11,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -153,4 +154,66 @@ func TestExperimentNetns(t *testing.T) {
 		t.Fatal(err)
 	}
 	judge(t, dir)
+}
+
+// TestBrokenServerCaughtOnTheWire: ftn-5-restart.yaml in the simulator
+// with every server deliberately broken (it serves tokens reclaimed from
+// a DOWN server without querying the clients, 001 "Receiving global
+// state"): the histories and, independently, the capture both find the
+// overlap; with correct servers neither does. Seeded: the same schedule
+// every time.
+func TestBrokenServerCaughtOnTheWire(t *testing.T) {
+	if testing.Short() {
+		t.Skip("two 60 s experiments in virtual time")
+	}
+	const path = "../../../experiments/ftn-5-restart.yaml"
+	src, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, broken := range []bool{false, true} {
+		text := string(src)
+		if broken {
+			text = strings.Replace(text, "    tick: 50ms\n", "    tick: 50ms\n    server: {skip_recovery_query: true}\n", 1)
+			if text == string(src) {
+				t.Fatalf("%s: no '    tick: 50ms' line to add the broken servers' setting to", path)
+			}
+		}
+		file := filepath.Join(t.TempDir(), "ftn-5-restart.yaml")
+		if err := os.WriteFile(file, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		e, err := experiments.Load(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		be, err := backend.New(sim.Name, backend.Options{Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir, err := runner.Run(context.Background(), runner.Options{Experiment: e, ExperimentFile: file, ResultsRoot: t.TempDir(),
+			Backend: be, Impair: runner.ImpairSim, ImpairReason: "test", Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := ftn.CheckDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cr, err := ftn.CheckCaptureDir(dir, r.BaseWall)
+		if err != nil || cr == nil {
+			t.Fatalf("capture: %v", err)
+		}
+		want := analysis.VerdictPass
+		if broken {
+			want = analysis.VerdictFail
+		}
+		for _, q := range []analysis.Requirement{r.MutualExclusion, cr.MutualExclusion} {
+			if q.Verdict != want {
+				t.Errorf("broken servers %v: mutual exclusion %s (%s), want %s", broken, q.Verdict, q.Detail, want)
+			}
+		}
+		t.Logf("broken servers %v:\n  histories: %s: %s\n  capture: %s: %s", broken, r.MutualExclusion.Verdict, r.MutualExclusion.Detail,
+			cr.MutualExclusion.Verdict, cr.MutualExclusion.Detail)
+	}
 }
