@@ -92,6 +92,12 @@ type CaptureReport struct {
 	// Truncated says why the file ended early, if it did.
 	Truncated string
 	Holds     []Hold
+	// Late are the grants their client discarded, by 001's rule against
+	// late messages applied to the global state the capture saw reach it
+	// (agent/ftn/client): from a server incarnation it knew as DOWN or
+	// superseded, or a second answer to a request already answered.
+	// They are no holds.
+	Late []string
 	// NotArrived are the holds whose grant was never seen arriving at
 	// the client's interface (lost on the wire, or missed by the capture).
 	NotArrived []Hold
@@ -133,7 +139,24 @@ type seen struct {
 	t      int64 // wall ns
 	sender string
 	m      msg.Msg
-	at     []string
+	at     []capt
+}
+
+// capt is one capture of a datagram: on inst's interface at t (wall ns).
+type capt struct {
+	inst string
+	t    int64
+}
+
+// arrival is when the datagram was first captured on inst's interface.
+func (s *seen) arrival(inst string) (int64, bool) {
+	t, ok := int64(math.MaxInt64), false
+	for _, c := range s.at {
+		if c.inst == inst && c.t < t {
+			t, ok = c.t, true
+		}
+	}
+	return t, ok
 }
 
 // CheckCapture judges a pcapng capture alone.
@@ -216,7 +239,7 @@ func CheckCapture(rd io.Reader, o CaptureOptions) (*CaptureReport, error) {
 		key := string(dg.Sig)
 		if s := byKey[key]; s != nil {
 			s.t = min(s.t, t)
-			s.at = append(s.at, ifc.inst)
+			s.at = append(s.at, capt{ifc.inst, t})
 			continue
 		}
 		if opener != nil {
@@ -233,7 +256,7 @@ func CheckCapture(rd io.Reader, o CaptureOptions) (*CaptureReport, error) {
 				continue
 			}
 		}
-		s := &seen{t: t, sender: dg.Sender, m: dg.Msg, at: []string{ifc.inst}}
+		s := &seen{t: t, sender: dg.Sender, m: dg.Msg, at: []capt{{ifc.inst, t}}}
 		byKey[key] = s
 		all = append(all, s)
 	}
@@ -294,6 +317,8 @@ func wire(cr *CaptureReport, all []*seen, base int64) {
 	}
 	holds := map[holdKey]int{} // → index in cr.Holds
 	arrived := map[int]bool{}
+	accepted := map[reqKey]msg.Fence{} // the grant the client took for its request
+	known := knownStates(all, base)
 	for _, s := range all {
 		m, t := s.m, s.t-base
 		if !m.Kind.FromServer() && m.Client != 0 {
@@ -332,6 +357,25 @@ func wire(cr *CaptureReport, all []*seen, base int64) {
 			if rq.kind != msg.Acquire || rq.name != m.Name {
 				continue
 			}
+			// What the client did with it, as far as the capture shows:
+			// a grant that reached it is judged by the client's rules.
+			ta, got := s.arrival(rq.inst)
+			if f, ok := accepted[reqKey{m.Client, m.Req}]; ok && f != m.Fence {
+				cr.Late = append(cr.Late, fmt.Sprintf("%s: %s(%s) fence %s from server %d at %s: its request was answered with fence %s",
+					m.Name, rq.inst, msg.IDString(m.Client), m.Fence, m.Server, ms(t), f))
+				continue
+			}
+			if got {
+				if g := known.at(rq.inst, ta-base); g != nil && m.Server >= 0 && m.Server < len(g.Servers) {
+					k := g.Servers[m.Server]
+					if m.Inc < k.Inc || (m.Inc == k.Inc && k.State == msg.Down) {
+						cr.Late = append(cr.Late, fmt.Sprintf("%s: %s(%s) fence %s from server %d (incarnation %d) at %s: the global state %s it had then lists that server %s/%d",
+							m.Name, rq.inst, msg.IDString(m.Client), m.Fence, m.Server, m.Inc, ms(t), msg.VersionString(g.Version), k.State, k.Inc))
+						continue
+					}
+				}
+				accepted[reqKey{m.Client, m.Req}] = m.Fence
+			}
 			hk := holdKey{m.Client, m.Name, m.Fence}
 			i, ok := holds[hk]
 			if !ok {
@@ -342,7 +386,7 @@ func wire(cr *CaptureReport, all []*seen, base int64) {
 					Kind: msg.Acquire, Name: m.Name, Mode: rq.mode, Inv: t, Done: t, Result: "ok", Fence: m.Fence},
 					Start: t, End: math.MaxInt64})
 			}
-			arrived[i] = arrived[i] || slices.Contains(s.at, rq.inst)
+			arrived[i] = arrived[i] || got
 		}
 	}
 	// Drops: a client listed in a State of version v is dropped by the
@@ -365,9 +409,22 @@ func wire(cr *CaptureReport, all []*seen, base int64) {
 			}
 		}
 	}
+	grantsOf := map[nameKey][]Hold{}
+	for _, h := range cr.Holds {
+		k := nameKey{idOf(h.Op.ID), h.Op.Name}
+		grantsOf[k] = append(grantsOf[k], h)
+	}
 	for i := range cr.Holds {
 		h := &cr.Holds[i]
 		id := idOf(h.Op.ID)
+		// A client holds a name once: a later grant of it to the same
+		// client with another fence voids this one (a grant lost on the
+		// way, then the name's new server granting afresh).
+		for _, g := range grantsOf[nameKey{id, h.Op.Name}] {
+			if g.Op.Fence != h.Op.Fence && g.Start >= h.Start && g.Start < h.End {
+				h.End, h.EndWhy = g.Start, "superseded by fence "+g.Op.Fence.String()
+			}
+		}
 		for _, rl := range releases[nameKey{id, h.Op.Name}] {
 			if rl.t >= h.Start && (rl.fence.IsZero() || rl.fence == h.Op.Fence) && rl.t < h.End {
 				h.End, h.EndWhy = rl.t, "release"
@@ -386,6 +443,56 @@ func wire(cr *CaptureReport, all []*seen, base int64) {
 		}
 	}
 	slices.SortStableFunc(cr.Holds, func(a, b Hold) int { return cmp.Compare(a.Start, b.Start) })
+}
+
+// globalsSeen is, per client process, the global states that reached it
+// (Registered, HeartbeatAck, Query), by arrival, each the newest it had
+// by then: a client adopts only newer ones (agent/ftn/client).
+type globalsSeen map[string][]struct {
+	t int64
+	g *msg.Global
+}
+
+func knownStates(all []*seen, base int64) globalsSeen {
+	ks := globalsSeen{}
+	for _, s := range all {
+		if s.m.Global == nil || (s.m.Kind != msg.Registered && s.m.Kind != msg.HeartbeatAck && s.m.Kind != msg.Query) {
+			continue
+		}
+		for _, c := range s.at {
+			if c.inst != s.sender {
+				ks[c.inst] = append(ks[c.inst], struct {
+					t int64
+					g *msg.Global
+				}{c.t - base, s.m.Global})
+			}
+		}
+	}
+	for inst, l := range ks {
+		slices.SortStableFunc(l, func(a, b struct {
+			t int64
+			g *msg.Global
+		}) int {
+			return cmp.Compare(a.t, b.t)
+		})
+		for i := 1; i < len(l); i++ {
+			if l[i].g.Version < l[i-1].g.Version {
+				l[i].g = l[i-1].g
+			}
+		}
+		ks[inst] = l
+	}
+	return ks
+}
+
+// at is the newest global state inst had received before t, or nil.
+func (ks globalsSeen) at(inst string, t int64) *msg.Global {
+	l := ks[inst]
+	i := sort.Search(len(l), func(i int) bool { return l[i].t >= t })
+	if i == 0 {
+		return nil
+	}
+	return l[i-1].g
 }
 
 // idOf parses msg.IDString ("c1.7").
@@ -444,8 +551,19 @@ func (r *CaptureReport) facts() string {
 	} else if !r.Complete {
 		b.WriteString("; no interface statistics at its end (the capture was not stopped)")
 	}
+	if len(r.Late) > 0 {
+		fmt.Fprintf(&b, "; %d grants their client discarded (late or a second answer), not holds: %s", len(r.Late), strings.Join(firstOf(r.Late), "; "))
+	}
 	if r.Unmatched > 0 {
 		fmt.Fprintf(&b, "; %d OK replies with a fence whose request is not in the capture", r.Unmatched)
 	}
 	return b.String()
+}
+
+// firstOf is at most maxListed items, then how many more.
+func firstOf(items []string) []string {
+	if len(items) <= maxListed {
+		return items
+	}
+	return append(slices.Clone(items[:maxListed]), fmt.Sprintf("%d more", len(items)-maxListed))
 }

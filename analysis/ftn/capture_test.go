@@ -30,7 +30,9 @@ import (
 // is wall_ns 10000000); KIND a msg.Kind name (Acquire, Release, Reply,
 // State, ClientHeartbeat); keys id=TERM.N (client ID), req, name,
 // mode=x|s, fence=TERM.SEQ#N, status=ok|id-invalid, v=TERM.SEQ (a State's
-// version), clients=TERM.N,... (a State's client list). Each datagram is
+// version), clients=TERM.N,... (a State's client list), servers=STATE/INC,...
+// (a global state's servers, by index), server=I and inc=N (a Reply's
+// sender index and incarnation). Each datagram is
 // captured leaving FROM's interface at TIME and arriving at TO's 0.2 ms
 // later, as the harness captures both ends; "lost" keeps only the first,
 // "forged" sends it under a certificate of another CA.
@@ -142,6 +144,20 @@ func literalCapture(t *testing.T, text string, pos string) ([]byte, *x509.Certif
 					m.Global = &msg.Global{}
 				}
 				m.Global.Version = literalID(v)
+			case "server":
+				m.Server, _ = strconv.Atoi(v)
+			case "inc":
+				m.Inc, _ = strconv.ParseUint(v, 10, 64)
+			case "servers":
+				if m.Global == nil {
+					m.Global = &msg.Global{}
+				}
+				for _, e := range strings.Split(v, ",") {
+					st, inc, _ := strings.Cut(e, "/")
+					n, _ := strconv.ParseUint(inc, 10, 64)
+					m.Global.Servers = append(m.Global.Servers, msg.ServerState{
+						State: map[string]msg.State{"DOWN": msg.Down, "BOOTING": msg.Booting, "READY": msg.Ready}[st], Inc: n})
+				}
 			case "clients":
 				if m.Global == nil {
 					m.Global = &msg.Global{}
