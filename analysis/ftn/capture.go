@@ -23,10 +23,16 @@ package ftn
 //
 //   - The start is early: the client learns of the grant a one-way delay
 //     later, and never if the grant is lost (it asks again and gets the
-//     same fence) or if it discards the grant as late (a stale server
-//     incarnation, agent/ftn/client). The server has committed to it,
-//     though, so the wire's hold is the server's obligation, not the
-//     client's belief.
+//     same fence, or a new server's grant, which voids the lost one). The
+//     server has committed to it, though, so the wire's hold is the
+//     server's obligation, not the client's belief.
+//   - A grant that reached the client is judged by the client's rules
+//     (agent/ftn/client): from a server incarnation that the newest global
+//     state the capture saw reach the client lists as DOWN or older, it is
+//     discarded as late (001 "When a Server Crashes"); a second answer to
+//     an answered request is ignored. Neither is a hold; both are listed.
+//     The client may know a newer state than the capture saw arrive (a
+//     packet the capture dropped): then a grant it discarded counts here.
 //   - The end is late against the client's own view (it stops acting
 //     when it invokes the release, before the datagram leaves) and early
 //     against the server's (which frees the token when the release

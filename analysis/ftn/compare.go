@@ -166,7 +166,8 @@ func (v *Views) Markdown() string {
 	}
 	b.WriteString("On the wire a hold runs from the grant leaving its server to the release leaving its client " +
 		"(early at the start, late at the end against the client's own view; a correct server's next grant still leaves after it). " +
-		"The capture cannot see whether a client acted on a grant, a grant it discarded as late, or a crash " +
-		"(a client that falls silent once dropped is taken to have stopped then).\n")
+		"The capture cannot see whether a client acted on a grant: it applies the client's rules to what reached it " +
+		"(a grant from a server incarnation its global state lists as DOWN is discarded as late, a second answer ignored), " +
+		"and cannot tell a crash from a cut-off but by what the client still sends (one silent once dropped is taken to have stopped then).\n")
 	return b.String()
 }
