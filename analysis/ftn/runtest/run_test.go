@@ -43,6 +43,16 @@ func TestMain(m *testing.M) {
 
 const experiment = "../../../experiments/ftn-leader-partition.yaml"
 
+// resultsRoot is where the runs write: a temporary directory, removed
+// after the test, unless TOKENBED_KEEP_RESULTS names one to keep them in
+// (to read a failure's logs and capture afterwards).
+func resultsRoot(t *testing.T) string {
+	if d := os.Getenv("TOKENBED_KEEP_RESULTS"); d != "" {
+		return d
+	}
+	return t.TempDir()
+}
+
 func judge(t *testing.T, dir string) {
 	t.Helper()
 	r, err := ftn.CheckDir(dir)
@@ -124,7 +134,7 @@ func TestExperimentSimulated(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir, err := runner.Run(context.Background(), runner.Options{Experiment: e, ExperimentFile: experiment, ResultsRoot: t.TempDir(),
+	dir, err := runner.Run(context.Background(), runner.Options{Experiment: e, ExperimentFile: experiment, ResultsRoot: resultsRoot(t),
 		Backend: be, Impair: runner.ImpairSim, ImpairReason: "test", Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -148,7 +158,7 @@ func TestExperimentNetns(t *testing.T) {
 		}
 		impair = runner.ImpairUserspace
 	}
-	dir, err := runner.Run(context.Background(), runner.Options{Experiment: e, ExperimentFile: experiment, ResultsRoot: t.TempDir(),
+	dir, err := runner.Run(context.Background(), runner.Options{Experiment: e, ExperimentFile: experiment, ResultsRoot: resultsRoot(t),
 		RunID: id, Impair: impair, AgentBin: agentBin, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -191,7 +201,7 @@ func TestBrokenServerCaughtOnTheWire(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		dir, err := runner.Run(context.Background(), runner.Options{Experiment: e, ExperimentFile: file, ResultsRoot: t.TempDir(),
+		dir, err := runner.Run(context.Background(), runner.Options{Experiment: e, ExperimentFile: file, ResultsRoot: resultsRoot(t),
 			Backend: be, Impair: runner.ImpairSim, ImpairReason: "test", Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 		if err != nil {
 			t.Fatal(err)
