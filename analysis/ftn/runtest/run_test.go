@@ -129,17 +129,23 @@ func TestExperimentSimulated(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a 60 s experiment in virtual time (several seconds of CPU)")
 	}
-	e := load(t)
+	judge(t, simulate(t, load(t), experiment))
+}
+
+// simulate runs e (from file) in the simulator and returns its results
+// directory.
+func simulate(t *testing.T, e *experiments.Experiment, file string) string {
+	t.Helper()
 	be, err := backend.New(sim.Name, backend.Options{Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir, err := runner.Run(context.Background(), runner.Options{Experiment: e, ExperimentFile: experiment, ResultsRoot: resultsRoot(t),
+	dir, err := runner.Run(context.Background(), runner.Options{Experiment: e, ExperimentFile: file, ResultsRoot: resultsRoot(t),
 		Backend: be, Impair: runner.ImpairSim, ImpairReason: "test", Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
-	judge(t, dir)
+	return dir
 }
 
 // TestExperimentNetns: the same experiment with real processes on
@@ -197,15 +203,7 @@ func TestBrokenServerCaughtOnTheWire(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		be, err := backend.New(sim.Name, backend.Options{Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
-		if err != nil {
-			t.Fatal(err)
-		}
-		dir, err := runner.Run(context.Background(), runner.Options{Experiment: e, ExperimentFile: file, ResultsRoot: resultsRoot(t),
-			Backend: be, Impair: runner.ImpairSim, ImpairReason: "test", Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
-		if err != nil {
-			t.Fatal(err)
-		}
+		dir := simulate(t, e, file)
 		r, err := ftn.CheckDir(dir)
 		if err != nil {
 			t.Fatal(err)
