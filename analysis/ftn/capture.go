@@ -384,6 +384,14 @@ func wire(cr *CaptureReport, all []*seen, base int64) {
 			}
 			hk := holdKey{m.Client, m.Name, m.Fence}
 			i, ok := holds[hk]
+			if ok && slices.ContainsFunc(releases[nameKey{m.Client, m.Name}], func(rl release) bool {
+				return rl.t >= cr.Holds[i].Start && rl.t < t && (rl.fence.IsZero() || rl.fence == m.Fence)
+			}) {
+				// The client released that hold, and is granted the same
+				// fence again (the server still listed it as holder): a
+				// new hold, not a repeat.
+				ok = false
+			}
 			if !ok {
 				i = len(cr.Holds)
 				holds[hk] = i

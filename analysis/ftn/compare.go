@@ -96,6 +96,36 @@ func Compare(h *Report, c *CaptureReport) *Views {
 		}
 	}
 	v.Disagreements = append(v.Disagreements, listed("holds in the histories with no grant on the wire", only)...)
+	// One key more than once: a client answered with a fence it had
+	// held and released before (the server still listed it as holder).
+	// Each view must count it alike.
+	count := map[viewKey][2]int{}
+	for _, hd := range h.Holds {
+		c := count[keyOf(hd)]
+		c[0]++
+		count[keyOf(hd)] = c
+	}
+	for _, hd := range c.Holds {
+		c := count[keyOf(hd)]
+		c[1]++
+		count[keyOf(hd)] = c
+	}
+	only = nil
+	for _, hd := range h.Holds {
+		if n := count[keyOf(hd)]; n[0] > 1 && n[0] != n[1] {
+			only = append(only, fmt.Sprintf("%s: %s(%s) held %d times with fence %s in the histories, %d on the wire, from %s",
+				hd.Op.Name, hd.Op.Client, hd.Op.ID, n[0], hd.Op.Fence, n[1], ms(hd.Start)))
+			count[keyOf(hd)] = [2]int{}
+		}
+	}
+	for _, hd := range c.Holds {
+		if n := count[keyOf(hd)]; n[1] > 1 && n[0] != n[1] {
+			only = append(only, fmt.Sprintf("%s: %s(%s) held %d times with fence %s on the wire, %d in the histories, from %s",
+				hd.Op.Name, hd.Op.Client, hd.Op.ID, n[1], hd.Op.Fence, n[0], ms(hd.Start)))
+			count[keyOf(hd)] = [2]int{}
+		}
+	}
+	v.Disagreements = append(v.Disagreements, listed("one fence held more than once, counted differently", only)...)
 	type ovKey struct {
 		name string
 		a, b viewKey
