@@ -325,7 +325,6 @@ func resolve(name string, f *File, yf *strictyaml.File) (*Experiment, error) {
 	if len(f.Agents) < 2 {
 		yf.Errorf("$.agents", "need at least two agents, got %d", len(f.Agents))
 	}
-	generators := 0
 	for i, a := range f.Agents {
 		path := fmt.Sprintf("$.agents[%d]", i)
 		if msg := nameProblem(a.Name, e.Targets); msg != "" {
@@ -334,9 +333,6 @@ func resolve(name string, f *File, yf *strictyaml.File) (*Experiment, error) {
 			yf.Errorf(path+".name", "%q defined twice", a.Name)
 		}
 		names[a.Name] = i
-		if a.Generate {
-			generators++
-		}
 		ag := Agent{Name: a.Name, Role: a.Role, Generate: a.Generate, Later: a.Later,
 			Config: strictyaml.Merge(f.Defaults.Agent, a.Config)}
 		if ag.Role == "" {
@@ -355,8 +351,10 @@ func resolve(name string, f *File, yf *strictyaml.File) (*Experiment, error) {
 		}
 		e.Agents = append(e.Agents, ag)
 	}
-	if generators == 0 && len(f.Agents) > 0 {
-		yf.Errorf("$.agents", "no agent has generate: true, so no token would exist until a regeneration")
+	if schema != nil && len(f.Agents) > 0 {
+		for _, p := range schema.CheckAgents(e.Agents) {
+			yf.Errorf(p.Path, "%s", p.Msg)
+		}
 	}
 
 	// Links: every ordered pair, defaults first.

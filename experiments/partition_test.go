@@ -88,7 +88,7 @@ func TestPartitionResolvesTargetWords(t *testing.T) {
 protocol: ftn
 duration: 100s
 agents:
-  - {name: s0, role: server, generate: true}
+  - {name: s0, role: server}
   - {name: s1, role: server}
   - {name: s2, role: server}
   - {name: c0}

@@ -24,7 +24,17 @@ type Schema interface {
 	// an agent (token passing: "holder", whoever holds the token). They
 	// are reserved as agent names; the run's observer resolves them.
 	Targets() []string
+	// CheckAgents judges the agents as a whole, each with its role
+	// resolved, in file order: what the protocol needs of the membership
+	// (token passing: some agent generates the first token, 002 §3.2; a
+	// lock service: a server). Each Problem names the field it concerns.
+	CheckAgents(agents []Agent) []Problem
 }
+
+// Problem is a fault a protocol finds in an experiment file, at the YAML
+// path of the field it concerns ("$.agents", "$.agents[2].generate"):
+// the error names the file and that field's line.
+type Problem struct{ Path, Msg string }
 
 // DefaultProtocol is the protocol of an experiment file that names none.
 const DefaultProtocol = "tokenpassing"

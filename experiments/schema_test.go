@@ -3,6 +3,7 @@ package experiments_test
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -43,6 +44,14 @@ func (lockSchema) CheckConfig(a experiments.Agent) error {
 
 func (lockSchema) Targets() []string { return []string{"leader"} }
 
+// CheckAgents: a lock service generates no token; it needs a server.
+func (lockSchema) CheckAgents(agents []experiments.Agent) []experiments.Problem {
+	if !slices.ContainsFunc(agents, func(a experiments.Agent) bool { return a.Role == "server" }) {
+		return []experiments.Problem{{Path: "$.agents", Msg: "no server"}}
+	}
+	return nil
+}
+
 func init() { experiments.RegisterSchema("locks", lockSchema{}) }
 
 func TestSecondProtocolSchema(t *testing.T) {
@@ -51,7 +60,7 @@ protocol: locks
 duration: 10s
 defaults: {role: server, agent: {lease: 2s}}
 agents:
-  - {name: S1, generate: true}
+  - {name: S1}
   - {name: S2, config: {servers: 2}}
   - {name: C, role: client}
 schedule:
@@ -72,7 +81,7 @@ schedule:
 protocol: locks
 duration: 10s
 agents:
-  - {name: S1, role: randomwalk, generate: true}
+  - {name: S1, role: randomwalk}
   - {name: holder, config: {lease: -1s}}
   - {name: leader, config: {leese: 1s}}
 schedule:
@@ -88,7 +97,7 @@ schedule:
 protocol: locks
 duration: 10s
 agents:
-  - {name: A, generate: true}
+  - {name: A, role: server}
   - {name: B}
 schedule:
   - {action: crash, agent: holder, at: 1s}
@@ -98,11 +107,35 @@ schedule:
 protocol: locks
 duration: 10s
 agents:
-  - {name: A, generate: true}
+  - {name: A, role: server}
   - {name: B}
 schedule:
   - {action: restart, agent: leader, at: 2s}
 `, map[string]int{`restart of leader at 2s: no crash of leader`: 8})
 	expectErrors(t, "name: x\nprotocol: paxos\nduration: 10s\nagents: [{name: A, generate: true}, {name: B}]\n",
 		map[string]int{`protocol: "paxos": no such protocol; known: ftn, locks, tokenpassing`: 2})
+}
+
+// What the agents as a whole need is the protocol's rule, through
+// Schema.CheckAgents: token passing needs a generator (002 §3.2), a lock
+// service a server and no generator.
+func TestAgentsRuleIsTheProtocols(t *testing.T) {
+	ftn := `name: x
+protocol: ftn
+duration: 10s
+agents:
+  - {name: s0, role: server}
+  - {name: c0}
+`
+	if _, err := experiments.Parse("x.yaml", []byte(ftn)); err != nil {
+		t.Errorf("an FTN experiment without generate: %v", err)
+	}
+	expectErrors(t, strings.Replace(ftn, "role: server}", "role: server, generate: true}", 1),
+		map[string]int{`agents[0].generate: protocol ftn generates no token`: 5})
+	expectErrors(t, strings.Replace(ftn, "role: server", "role: client", 1),
+		map[string]int{`agents: protocol ftn needs at least one agent with role server`: 5})
+	expectErrors(t, "name: x\nduration: 10s\nagents:\n  - {name: A}\n  - {name: B}\n",
+		map[string]int{`agents: no agent has generate: true`: 4})
+	expectErrors(t, "name: x\nprotocol: locks\nduration: 10s\nagents:\n  - {name: A, generate: true}\n  - {name: B}\n",
+		map[string]int{`agents: no server`: 5})
 }

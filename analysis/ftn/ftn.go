@@ -118,6 +118,12 @@ type Report struct {
 	Fencing         analysis.Requirement
 	Data            analysis.Requirement
 	Liveness        analysis.Requirement
+	// Dropped: client ID → when the leader first dropped it from the
+	// client list (its ftn_drop_client).
+	Dropped map[string]int64
+	// BaseWall is the wall clock (ns) of time 0, the history's first
+	// event: the capture's view is shown on the same origin.
+	BaseWall int64
 }
 
 // AnswerWithin is how long a request may stay unanswered, in a history
@@ -153,6 +159,7 @@ type history struct {
 	faults   []int64
 	faultWhy []string
 	last     int64
+	baseWall int64
 
 	answerWithin int64
 }
@@ -178,7 +185,7 @@ func CheckWith(evs []eventlog.Event, o Options) (*Report, error) {
 	if o.AnswerWithin > 0 {
 		h.answerWithin = int64(o.AnswerWithin)
 	}
-	r := &Report{Ops: h.ops}
+	r := &Report{Ops: h.ops, BaseWall: h.baseWall, Dropped: h.dropped}
 	r.Holds = holds(h)
 	mutex(h, r)
 	data(h, r)
@@ -211,7 +218,7 @@ func parse(evs []eventlog.Event) (*history, error) {
 	// run.
 	var base int64
 	if len(evs) > 0 {
-		base = evs[0].MonoNS
+		base, h.baseWall = evs[0].MonoNS, evs[0].WallNS
 	}
 	for _, e := range evs {
 		t := e.MonoNS - base
@@ -309,8 +316,18 @@ func holds(h *history) []Hold {
 func conflict(a, b msg.Mode) bool { return a == msg.Exclusive || b == msg.Exclusive }
 
 func mutex(h *history, r *Report) {
+	r.Overlaps, r.FenceErrors, r.MutualExclusion, r.Fencing = judge(r.Holds, h.dropped)
+}
+
+// judge is the rule both views share (the clients' histories here, the
+// capture in capture.go): every two conflicting holds of a name by
+// different clients (or lives) must not overlap, unless the earlier
+// holder was dropped from the client list (dropped: client ID → time)
+// between the two starts, 001's admitted window; and the later one must
+// carry the larger fence.
+func judge(holds []Hold, dropped map[string]int64) (overlaps []Overlap, fenceErrs []string, me, fe analysis.Requirement) {
 	byName := map[string][]Hold{}
-	for _, hd := range r.Holds {
+	for _, hd := range holds {
 		byName[hd.Op.Name] = append(byName[hd.Op.Name], hd)
 	}
 	names := make([]string, 0, len(byName))
@@ -328,14 +345,14 @@ func mutex(h *history, r *Report) {
 				}
 				pairs++
 				if a.Op.Fence.Compare(b.Op.Fence) >= 0 {
-					r.FenceErrors = append(r.FenceErrors, fmt.Sprintf("%s: %s fence %s from %s, then %s fence %s from %s",
+					fenceErrs = append(fenceErrs, fmt.Sprintf("%s: %s fence %s from %s, then %s fence %s from %s",
 						n, a.Op.Client, a.Op.Fence, ms(a.Start), b.Op.Client, b.Op.Fence, ms(b.Start)))
 				}
 				if b.Start >= a.End {
 					continue
 				}
 				o := Overlap{Name: n, A: a, B: b}
-				if t, ok := h.dropped[a.Op.ID]; ok && t <= b.Start && t >= a.Start {
+				if t, ok := dropped[a.Op.ID]; ok && t <= b.Start && t >= a.Start {
 					o.Admitted = true
 					o.Evidence = fmt.Sprintf("%s dropped from the client list at %s", a.Op.ID, ms(t))
 					if a.Op.Fence.Compare(b.Op.Fence) < 0 {
@@ -344,12 +361,12 @@ func mutex(h *history, r *Report) {
 						o.Evidence += ", NOT detectable by fences"
 					}
 				}
-				r.Overlaps = append(r.Overlaps, o)
+				overlaps = append(overlaps, o)
 			}
 		}
 	}
 	var bad, ok []string
-	for _, o := range r.Overlaps {
+	for _, o := range overlaps {
 		if o.Admitted {
 			ok = append(ok, o.String())
 		} else {
@@ -357,26 +374,27 @@ func mutex(h *history, r *Report) {
 		}
 	}
 	switch {
-	case len(r.Holds) == 0:
-		r.MutualExclusion = notJudged("no acquire completed")
+	case len(holds) == 0:
+		me = notJudged("no acquire completed")
 	case len(bad) > 0:
-		r.MutualExclusion = fail(fmt.Sprintf("%d violations", len(bad)), "overlapping conflicting holds: "+strings.Join(bad, "; "))
+		me = fail(fmt.Sprintf("%d violations", len(bad)), "overlapping conflicting holds: "+strings.Join(bad, "; "))
 	default:
-		d := fmt.Sprintf("%d holds, %d conflicting pairs, no overlap", len(r.Holds), pairs)
+		d := fmt.Sprintf("%d holds, %d conflicting pairs, no overlap", len(holds), pairs)
 		if len(ok) > 0 {
 			d = fmt.Sprintf("%d holds, %d conflicting pairs; %d windows admitted by 001 (a client falsely declared down): %s",
-				len(r.Holds), pairs, len(ok), strings.Join(ok, "; "))
+				len(holds), pairs, len(ok), strings.Join(ok, "; "))
 		}
-		r.MutualExclusion = pass(fmt.Sprintf("0 violations, %d admitted", len(ok)), d)
+		me = pass(fmt.Sprintf("0 violations, %d admitted", len(ok)), d)
 	}
 	switch {
 	case pairs == 0:
-		r.Fencing = notJudged("no two conflicting holds of one name")
-	case len(r.FenceErrors) > 0:
-		r.Fencing = fail(fmt.Sprintf("%d of %d pairs out of order", len(r.FenceErrors), pairs), strings.Join(r.FenceErrors, "; "))
+		fe = notJudged("no two conflicting holds of one name")
+	case len(fenceErrs) > 0:
+		fe = fail(fmt.Sprintf("%d of %d pairs out of order", len(fenceErrs), pairs), strings.Join(fenceErrs, "; "))
 	default:
-		r.Fencing = pass(fmt.Sprintf("%d of %d pairs in order", pairs, pairs), "every later conflicting hold has the larger fence")
+		fe = pass(fmt.Sprintf("%d of %d pairs in order", pairs, pairs), "every later conflicting hold has the larger fence")
 	}
+	return overlaps, fenceErrs, me, fe
 }
 
 // data checks reads against writes, per name.

@@ -26,26 +26,38 @@ func render(r *Report) string {
 }
 
 // TestLiteralHistories judges the literal histories of testdata/*.txt
-// (JSON lines in the eventlog schema) against their golden verdicts.
+// (JSON lines in the eventlog schema: check), literal captures (capture)
+// and both views of one run (compare) against their golden output.
 func TestLiteralHistories(t *testing.T) {
 	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
 		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
-			if d.Cmd != "check" {
-				d.Fatalf(t, "unknown command %q", d.Cmd)
+			hist, wire, _ := strings.Cut(d.Input, "capture:\n")
+			var r *Report
+			if d.Cmd == "check" || d.Cmd == "compare" {
+				var evs []eventlog.Event
+				err := eventlog.Read(strings.NewReader(strings.TrimRight(hist, "\n")+"\n"), d.Pos, func(e eventlog.Event) error {
+					evs = append(evs, e)
+					return nil
+				})
+				if err == nil {
+					r, err = Check(evs)
+				}
+				if err != nil {
+					return "error: " + err.Error()
+				}
 			}
-			var evs []eventlog.Event
-			err := eventlog.Read(strings.NewReader(d.Input+"\n"), d.Pos, func(e eventlog.Event) error {
-				evs = append(evs, e)
-				return nil
-			})
-			if err != nil {
-				return "error: " + err.Error()
+			switch d.Cmd {
+			case "check":
+				return render(r)
+			case "capture":
+				// A literal capture (capture_test.go), judged alone.
+				return renderCapture(checkLiteralCapture(t, d.Input, d.Pos, 0))
+			case "compare":
+				// A history, "capture:", and the capture of the same run.
+				return Compare(r, checkLiteralCapture(t, wire, d.Pos, r.BaseWall)).Markdown()
 			}
-			r, err := Check(evs)
-			if err != nil {
-				return "error: " + err.Error()
-			}
-			return render(r)
+			d.Fatalf(t, "unknown command %q", d.Cmd)
+			return ""
 		})
 	})
 }

@@ -40,6 +40,7 @@ package codec
 import (
 	"bytes"
 	"crypto/ed25519"
+	"crypto/x509"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -99,8 +100,14 @@ func signed(b []byte, src, dst netip.AddrPort) []byte {
 	return append(m, b...)
 }
 
+// ErrNoCredentials: Encode on a codec made by NewOpener.
+var ErrNoCredentials = errors.New("codec: no credentials to sign with")
+
 // Encode seals m from src to dst; now is the nonce.
 func (c *Codec) Encode(m msg.Msg, src, dst netip.AddrPort, now time.Time) ([]byte, error) {
+	if c.creds == nil {
+		return nil, ErrNoCredentials
+	}
 	body, err := json.Marshal(m)
 	if err != nil {
 		return nil, err
@@ -120,12 +127,23 @@ func (c *Codec) Encode(m msg.Msg, src, dst netip.AddrPort, now time.Time) ([]byt
 	return append(b, ed25519.Sign(c.creds.Key, signed(b, src, dst))...), nil
 }
 
-// Decode opens a datagram received on dst from src at now: the sender
-// must hold a certificate of the CA valid at now, for the name it
-// claims, and the signature must verify.
-func (c *Codec) Decode(b []byte, src, dst netip.AddrPort, now time.Time) (msg.Peer, msg.Msg, error) {
-	var m msg.Msg
-	bad := func(r string) (msg.Peer, msg.Msg, error) { return msg.Peer{}, m, &Error{Reason: r} }
+// Datagram is a datagram's fields as sent, split without checking its
+// certificate or its signature: what a reader of a capture sees before
+// it verifies (analysis/ftn, agent/ftn/ftnlayer). Every slice aliases the
+// bytes given to Split.
+type Datagram struct {
+	Sender string // the name the sender claims (its certificate's CommonName once verified)
+	Cert   []byte // the sender's certificate, DER
+	Nonce  uint64 // the sender's wall clock when it signed, ns
+	Body   []byte // the message as JSON
+	Sig    []byte // the Ed25519 signature
+	head   []byte // every byte before the signature: what it covers, with the addresses
+}
+
+// Split splits b into its fields. A malformed datagram is an *Error
+// whose Reason names the field ("malformed:cert").
+func Split(b []byte) (Datagram, error) {
+	bad := func(r string) (Datagram, error) { return Datagram{}, &Error{Reason: r} }
 	if len(b) < 4+1+2+12+ed25519.SignatureSize || b[0] != 'F' || b[1] != 'T' {
 		return bad("malformed:magic")
 	}
@@ -155,7 +173,8 @@ func (c *Codec) Decode(b []byte, src, dst netip.AddrPort, now time.Time) (msg.Pe
 	if cert == nil || len(cert) == 0 || len(cert) > maxCert {
 		return bad("malformed:cert")
 	}
-	if take(8) == nil {
+	nonce := take(8)
+	if nonce == nil {
 		return bad("malformed:nonce")
 	}
 	ll := take(4)
@@ -166,32 +185,73 @@ func (c *Codec) Decode(b []byte, src, dst netip.AddrPort, now time.Time) (msg.Pe
 	if js == nil || len(r) != 0 {
 		return bad("malformed:body")
 	}
-	who, ok := c.cache[string(cert)]
+	return Datagram{Sender: string(name), Cert: cert, Nonce: binary.BigEndian.Uint64(nonce), Body: js, Sig: sig, head: body}, nil
+}
+
+// Message decodes the body strictly: an unknown field or kind is an
+// *Error ("malformed:json", "malformed:kind N").
+func (d Datagram) Message() (msg.Msg, error) {
+	var m msg.Msg
+	dec := json.NewDecoder(bytes.NewReader(d.Body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&m); err != nil {
+		return msg.Msg{}, &Error{Reason: "malformed:json"}
+	}
+	if !m.Kind.Valid() {
+		return msg.Msg{}, &Error{Reason: fmt.Sprintf("malformed:kind %d", m.Kind)}
+	}
+	return m, nil
+}
+
+// NewOpener returns a codec that only opens datagrams (Decode), trusting
+// caCert: for a reader of a capture, which holds no member's key. Its
+// Encode fails.
+func NewOpener(caCert *x509.Certificate) *Codec {
+	return &Codec{v: ca.NewVerifier(caCert), cache: map[string]verified{}}
+}
+
+// Decode opens a datagram received on dst from src at now: the sender
+// must hold a certificate of the CA valid at now, for the name it
+// claims, and the signature must verify (Verify). The body is decoded
+// only then.
+func (c *Codec) Decode(b []byte, src, dst netip.AddrPort, now time.Time) (msg.Peer, msg.Msg, error) {
+	d, err := Split(b)
+	if err != nil {
+		return msg.Peer{}, msg.Msg{}, err
+	}
+	name, err := c.Verify(d, src, dst, now)
+	if err != nil {
+		return msg.Peer{}, msg.Msg{}, err
+	}
+	m, err := d.Message()
+	if err != nil {
+		return msg.Peer{}, msg.Msg{}, err
+	}
+	return msg.Peer{Name: name, Addr: src}, m, nil
+}
+
+// Verify checks a split datagram received on dst from src at now: its
+// certificate is the CA's, valid at now, for the name it claims, and its
+// signature verifies. It returns that name.
+func (c *Codec) Verify(d Datagram, src, dst netip.AddrPort, now time.Time) (string, error) {
+	who, ok := c.cache[string(d.Cert)]
 	if !ok || now.After(who.notAfter) {
-		n, pub, err := c.v.Verify(cert, now)
+		n, pub, err := c.v.Verify(d.Cert, now)
 		if err != nil {
-			return bad("bad-certificate")
+			return "", &Error{Reason: "bad-certificate"}
 		}
-		na, _ := notAfter(cert)
+		na, _ := notAfter(d.Cert)
 		who = verified{name: n, pub: pub, notAfter: na}
 		if len(c.cache) > 4096 {
 			c.cache = map[string]verified{} // bounded: a flood of certificates
 		}
-		c.cache[string(cert)] = who
+		c.cache[string(d.Cert)] = who
 	}
-	if who.name != string(name) {
-		return bad("name-mismatch")
+	if who.name != d.Sender {
+		return "", &Error{Reason: "name-mismatch"}
 	}
-	if !ed25519.Verify(who.pub, signed(body, src, dst), sig) {
-		return bad("bad-signature")
+	if !ed25519.Verify(who.pub, signed(d.head, src, dst), d.Sig) {
+		return "", &Error{Reason: "bad-signature"}
 	}
-	d := json.NewDecoder(bytes.NewReader(js))
-	d.DisallowUnknownFields()
-	if err := d.Decode(&m); err != nil {
-		return bad("malformed:json")
-	}
-	if !m.Kind.Valid() {
-		return bad(fmt.Sprintf("malformed:kind %d", m.Kind))
-	}
-	return msg.Peer{Name: who.name, Addr: src}, m, nil
+	return who.name, nil
 }

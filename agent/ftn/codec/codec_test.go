@@ -93,3 +93,37 @@ func must(b []byte, err error) []byte {
 	}
 	return b
 }
+
+// A reader of a capture holds only the CA: NewOpener opens what a member
+// sealed, and Split gives the fields before any check.
+func TestOpenerAndSplit(t *testing.T) {
+	dir := t.TempDir()
+	c0 := member(t, dir, "c0", 1)
+	a := netip.MustParseAddrPort("10.0.0.1:7000")
+	b := netip.MustParseAddrPort("10.0.1.1:7000")
+	m := msg.Msg{Kind: msg.Release, Client: 5, Req: 4, Name: "a", Fence: msg.Fence{Epoch: 1 << 32, Counter: 2}}
+	d, err := New(c0).Encode(m, b, a, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp, err := Split(d)
+	if err != nil || sp.Sender != "c0" || sp.Nonce != uint64(t0.UnixNano()) || len(sp.Sig) != 64 {
+		t.Fatalf("split: %v %+v", err, sp)
+	}
+	if got, err := sp.Message(); err != nil || got.Kind != msg.Release || got.Fence != m.Fence {
+		t.Errorf("message: %v %+v", err, got)
+	}
+	op := NewOpener(c0.CA)
+	if from, got, err := op.Decode(d, b, a, t0); err != nil || from.Name != "c0" || got.Req != 4 {
+		t.Errorf("opener: %v %+v %+v", err, from, got)
+	}
+	if _, _, err := op.Decode(flip(d, len(d)-70), b, a, t0); reason(err) != "bad-signature" {
+		t.Errorf("opener, flipped byte: %v", err)
+	}
+	if _, err := op.Encode(m, a, b, t0); !errors.Is(err, ErrNoCredentials) {
+		t.Errorf("opener's Encode: %v", err)
+	}
+	if _, err := Split(d[:30]); reason(err) == "" {
+		t.Errorf("split of a truncated datagram: %v", err)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -42,6 +43,16 @@ func TestMain(m *testing.M) {
 
 const experiment = "../../../experiments/ftn-leader-partition.yaml"
 
+// resultsRoot is where the runs write: a temporary directory, removed
+// after the test, unless TOKENBED_KEEP_RESULTS names one to keep them in
+// (to read a failure's logs and capture afterwards).
+func resultsRoot(t *testing.T) string {
+	if d := os.Getenv("TOKENBED_KEEP_RESULTS"); d != "" {
+		return d
+	}
+	return t.TempDir()
+}
+
 func judge(t *testing.T, dir string) {
 	t.Helper()
 	r, err := ftn.CheckDir(dir)
@@ -56,19 +67,45 @@ func judge(t *testing.T, dir string) {
 			t.Errorf("%s: %s: %s", n, q.Verdict, q.Detail)
 		}
 	}
-	t.Logf("%s\n%s", dir, b.String())
+	// The capture's view, from capture.pcapng alone: its checks pass, and
+	// it saw the holds the clients logged.
+	cr, err := ftn.CheckCaptureDir(dir, r.BaseWall)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cr == nil {
+		t.Fatalf("%s: no capture", dir)
+	}
+	for _, n := range ftn.CaptureNames {
+		q := cr.Requirement(n)
+		fmt.Fprintf(&b, "%-16s %-10s %s\n  %s\n", n, q.Verdict, q.Value, q.Detail)
+		if q.Verdict != analysis.VerdictPass {
+			t.Errorf("%s: %s: %s", n, q.Verdict, q.Detail)
+		}
+	}
+	v := ftn.Compare(r, cr)
+	if len(cr.Holds) < len(r.Holds)/2 {
+		t.Errorf("the capture shows %d holds, the histories %d", len(cr.Holds), len(r.Holds))
+	}
+	t.Logf("%s\n%s\n%s", dir, b.String(), v.Markdown())
 	// The run's own analysis (harness run, harness analyze) composes the
 	// same checkers, registered by analysis/ftn, in the same order.
 	sum, err := analysis.Analyze(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(sum.Order(), ftn.Names) || len(sum.Failed()) > 0 {
-		t.Errorf("analysis.Analyze: checks %v, failed %v; want %v, none failed", sum.Order(), sum.Failed(), ftn.Names)
+	order := append(slices.Clone(ftn.Names), ftn.CaptureNames...)
+	if !slices.Equal(sum.Order(), order) || len(sum.Failed()) > 0 {
+		t.Errorf("analysis.Analyze: checks %v, failed %v; want %v, none failed", sum.Order(), sum.Failed(), order)
 	}
 	for _, n := range ftn.Names {
 		if sum.Requirements[n].Verdict != r.Requirement(n).Verdict {
 			t.Errorf("%s: analysis %s, CheckDir %s", n, sum.Requirements[n].Verdict, r.Requirement(n).Verdict)
+		}
+	}
+	for _, n := range ftn.CaptureNames {
+		if sum.Requirements[n].Verdict != cr.Requirement(n).Verdict {
+			t.Errorf("%s: analysis %s, CheckCaptureDir %s", n, sum.Requirements[n].Verdict, cr.Requirement(n).Verdict)
 		}
 	}
 }
@@ -92,17 +129,23 @@ func TestExperimentSimulated(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a 60 s experiment in virtual time (several seconds of CPU)")
 	}
-	e := load(t)
+	judge(t, simulate(t, load(t), experiment))
+}
+
+// simulate runs e (from file) in the simulator and returns its results
+// directory.
+func simulate(t *testing.T, e *experiments.Experiment, file string) string {
+	t.Helper()
 	be, err := backend.New(sim.Name, backend.Options{Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir, err := runner.Run(context.Background(), runner.Options{Experiment: e, ExperimentFile: experiment, ResultsRoot: t.TempDir(),
+	dir, err := runner.Run(context.Background(), runner.Options{Experiment: e, ExperimentFile: file, ResultsRoot: resultsRoot(t),
 		Backend: be, Impair: runner.ImpairSim, ImpairReason: "test", Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
-	judge(t, dir)
+	return dir
 }
 
 // TestExperimentNetns: the same experiment with real processes on
@@ -121,10 +164,64 @@ func TestExperimentNetns(t *testing.T) {
 		}
 		impair = runner.ImpairUserspace
 	}
-	dir, err := runner.Run(context.Background(), runner.Options{Experiment: e, ExperimentFile: experiment, ResultsRoot: t.TempDir(),
+	dir, err := runner.Run(context.Background(), runner.Options{Experiment: e, ExperimentFile: experiment, ResultsRoot: resultsRoot(t),
 		RunID: id, Impair: impair, AgentBin: agentBin, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
 	judge(t, dir)
+}
+
+// TestBrokenServerCaughtOnTheWire: ftn-5-restart.yaml in the simulator
+// with every server deliberately broken (it serves tokens reclaimed from
+// a DOWN server without querying the clients, 001 "Receiving global
+// state"): the histories and, independently, the capture both find the
+// overlap; with correct servers neither does. Seeded: the same schedule
+// every time.
+func TestBrokenServerCaughtOnTheWire(t *testing.T) {
+	if testing.Short() {
+		t.Skip("two 60 s experiments in virtual time")
+	}
+	const path = "../../../experiments/ftn-5-restart.yaml"
+	src, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, broken := range []bool{false, true} {
+		text := string(src)
+		if broken {
+			text = strings.Replace(text, "    tick: 50ms\n", "    tick: 50ms\n    server: {skip_recovery_query: true}\n", 1)
+			if text == string(src) {
+				t.Fatalf("%s: no '    tick: 50ms' line to add the broken servers' setting to", path)
+			}
+		}
+		file := filepath.Join(t.TempDir(), "ftn-5-restart.yaml")
+		if err := os.WriteFile(file, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		e, err := experiments.Load(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir := simulate(t, e, file)
+		r, err := ftn.CheckDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cr, err := ftn.CheckCaptureDir(dir, r.BaseWall)
+		if err != nil || cr == nil {
+			t.Fatalf("capture: %v", err)
+		}
+		want := analysis.VerdictPass
+		if broken {
+			want = analysis.VerdictFail
+		}
+		for _, q := range []analysis.Requirement{r.MutualExclusion, cr.MutualExclusion} {
+			if q.Verdict != want {
+				t.Errorf("broken servers %v: mutual exclusion %s (%s), want %s", broken, q.Verdict, q.Detail, want)
+			}
+		}
+		t.Logf("broken servers %v:\n  histories: %s: %s\n  capture: %s: %s", broken, r.MutualExclusion.Verdict, r.MutualExclusion.Detail,
+			cr.MutualExclusion.Verdict, cr.MutualExclusion.Detail)
+	}
 }

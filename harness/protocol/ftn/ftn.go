@@ -68,6 +68,28 @@ func (Protocol) Role(role string) (string, error) {
 // when the step runs.
 func (Protocol) Targets() []string { return []string{TargetLeader} }
 
+// CheckAgents implements experiments.Schema: at least one server (the
+// clients register through one, 001 "The Client List"), and no
+// generate: servers create a token's entry when it is first asked for,
+// so there is nothing to generate and the field would only mislead.
+func (Protocol) CheckAgents(agents []experiments.Agent) []experiments.Problem {
+	var ps []experiments.Problem
+	servers := 0
+	for i, a := range agents {
+		if a.Role == ftnconfig.RoleServer {
+			servers++
+		}
+		if a.Generate {
+			ps = append(ps, experiments.Problem{Path: fmt.Sprintf("$.agents[%d].generate", i),
+				Msg: "protocol ftn generates no token: a server creates a token when a client first asks for it"})
+		}
+	}
+	if servers == 0 {
+		ps = append(ps, experiments.Problem{Path: "$.agents", Msg: "protocol ftn needs at least one agent with role server"})
+	}
+	return ps
+}
+
 // CheckConfig implements experiments.Schema.
 func (Protocol) CheckConfig(a experiments.Agent) error {
 	_, err := section(a)

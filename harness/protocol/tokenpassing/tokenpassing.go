@@ -56,6 +56,18 @@ func (Protocol) Role(role string) (string, error) {
 // Targets implements experiments.Schema.
 func (Protocol) Targets() []string { return []string{TargetHolder} }
 
+// CheckAgents implements experiments.Schema: some agent generates a
+// token at start; with none, no token would exist until one regenerates
+// it (002 §3.2).
+func (Protocol) CheckAgents(agents []experiments.Agent) []experiments.Problem {
+	for _, a := range agents {
+		if a.Generate {
+			return nil
+		}
+	}
+	return []experiments.Problem{{Path: "$.agents", Msg: "no agent has generate: true, so no token would exist until a regeneration"}}
+}
+
 // harnessFields are the agent configuration's fields that Config sets for
 // every agent from the run itself: an experiment's config section cannot
 // set them.

@@ -1,0 +1,583 @@
+package ftn
+
+// The capture's view (issue 14: the checker works "from the client
+// histories and, independently, from the capture"). It reads only the
+// packets of capture.pcapng and the run's CA certificate: every FTN
+// datagram is opened with agent/ftn/codec (its certificate checked
+// against the CA and its signature over both UDP addresses), and the
+// lock's holds are rebuilt from what crossed the wire:
+//
+//   - a grant is a server's OK Reply carrying a fence to a client's
+//     Acquire (matched by client ID and request number; the Acquire gives
+//     the mode); its repeats (the grant was lost and the client asked
+//     again) carry the same fence and are the same hold;
+//   - the hold starts at the grant's first capture, the moment it left
+//     the server;
+//   - it ends at the first capture of the client's Release of the name
+//     naming that fence (or none), the moment it left the client; or at
+//     an "ID invalid" Reply to the client; or, when the leader's State
+//     broadcasts stop listing the client and the client sends nothing
+//     more, at that broadcast (the servers free its tokens there).
+//
+// What these windows over- and under-estimate:
+//
+//   - The start is early: the client learns of the grant a one-way delay
+//     later, and never if the grant is lost (it asks again and gets the
+//     same fence, or a new server's grant, which voids the lost one). The
+//     server has committed to it, though, so the wire's hold is the
+//     server's obligation, not the client's belief.
+//   - A grant that reached the client is judged by the client's rules
+//     (agent/ftn/client): from a server incarnation that the newest global
+//     state the capture saw reach the client lists as DOWN or older, it is
+//     discarded as late (001 "When a Server Crashes"); a second answer to
+//     an answered request is ignored. Neither is a hold; both are listed.
+//     The client may know a newer state than the capture saw arrive (a
+//     packet the capture dropped): then a grant it discarded counts here.
+//   - The end is late against the client's own view (it stops acting
+//     when it invokes the release, before the datagram leaves) and early
+//     against the server's (which frees the token when the release
+//     arrives). A correct server grants the next holder only after the
+//     release arrived, so the next grant leaves after this end: the
+//     over-estimate cannot make a correct run fail.
+//   - A client that crashed holding a token sends no release; the wire
+//     cannot tell a crash from a client cut off behind a dead link
+//     except by what it sends afterwards (the capture is taken on the
+//     sender's own interface, before impairment, so a live client's
+//     heartbeats are seen even when the network drops them). A silent
+//     client's hold ends at its drop; a live one keeps it until it is
+//     told "ID invalid" or releases, and an overlap after its drop is
+//     001's admitted window, as in the histories.
+//   - The client's own view is not on the wire at all: whether it acted
+//     on a grant, and when it stopped. Those are the histories' to say,
+//     and the two views are compared (compare.go).
+//   - Packets the capture itself dropped (its kernel rings' counts, in
+//     the interface statistics) are missing grants or releases: they
+//     are reported, and a hold missing from the capture is then not
+//     evidence of anything.
+
+import (
+	"cmp"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/gopacket/gopacket"
+	"github.com/gopacket/gopacket/layers"
+	"github.com/gopacket/gopacket/pcapgo"
+
+	"tokenbed/agent/ca"
+	"tokenbed/agent/ftn/codec"
+	"tokenbed/agent/ftn/ftnlayer"
+	"tokenbed/agent/ftn/msg"
+	"tokenbed/analysis"
+	"tokenbed/harness/results"
+)
+
+// CaptureNames are the capture's checks, in report order, after Names.
+var CaptureNames = []string{"capture-mutual-exclusion", "capture-fencing"}
+
+// CaptureReport is the capture's view of the lock, judged alone.
+type CaptureReport struct {
+	Packets   int // records read
+	Datagrams int // distinct FTN datagrams (one seen leaving and arriving counts once)
+	// Refused counts the distinct datagrams that did not open (malformed,
+	// a certificate not of the run's CA, a bad signature), by reason:
+	// they are left out.
+	Refused  map[string]int
+	Verified bool   // signatures checked (the CA was given)
+	Drops    uint64 // packets the capture's kernel rings dropped
+	Complete bool   // the capture ended with its interface statistics
+	// Truncated says why the file ended early, if it did.
+	Truncated string
+	Holds     []Hold
+	// Late are the grants their client discarded, by 001's rule against
+	// late messages applied to the global state the capture saw reach it
+	// (agent/ftn/client): from a server incarnation it knew as DOWN or
+	// superseded, or a second answer to a request already answered.
+	// They are no holds.
+	Late []string
+	// NotArrived are the holds whose grant was never seen arriving at
+	// the client's interface (lost on the wire, or missed by the capture).
+	NotArrived []Hold
+	// Unmatched counts OK replies with a fence whose request the capture
+	// lacks: neither an acquire nor a data request, so not judged.
+	Unmatched   int
+	Dropped     map[string]int64 // client ID → first State broadcast without it
+	Overlaps    []Overlap
+	FenceErrors []string
+
+	MutualExclusion analysis.Requirement
+	Fencing         analysis.Requirement
+}
+
+// Requirement returns the named capture check's verdict.
+func (r *CaptureReport) Requirement(name string) analysis.Requirement {
+	switch name {
+	case "capture-mutual-exclusion":
+		return r.MutualExclusion
+	case "capture-fencing":
+		return r.Fencing
+	}
+	return analysis.Requirement{}
+}
+
+// CaptureOptions of CheckCapture.
+type CaptureOptions struct {
+	// CA verifies every datagram's certificate and signature; nil reads
+	// them unchecked (Verified false).
+	CA *x509.Certificate
+	// BaseWall is the wall clock (ns) shown as 0 (Report.BaseWall, so
+	// that both views share an origin); 0: the first packet.
+	BaseWall int64
+}
+
+// seen is one distinct datagram: its first capture and the instances
+// whose interfaces saw it.
+type seen struct {
+	t      int64 // wall ns
+	sender string
+	m      msg.Msg
+	at     []capt
+}
+
+// capt is one capture of a datagram: on inst's interface at t (wall ns).
+type capt struct {
+	inst string
+	t    int64
+}
+
+// arrival is when the datagram was first captured on inst's interface.
+func (s *seen) arrival(inst string) (int64, bool) {
+	t, ok := int64(math.MaxInt64), false
+	for _, c := range s.at {
+		if c.inst == inst && c.t < t {
+			t, ok = c.t, true
+		}
+	}
+	return t, ok
+}
+
+// CheckCapture judges a pcapng capture alone.
+func CheckCapture(rd io.Reader, o CaptureOptions) (*CaptureReport, error) {
+	cr := &CaptureReport{Refused: map[string]int{}, Dropped: map[string]int64{}, Verified: o.CA != nil}
+	var r *pcapgo.NgReader
+	opts := pcapgo.DefaultNgReaderOptions
+	opts.StatisticsCallback = func(id int, st pcapgo.NgInterfaceStatistics) {
+		cr.Complete = true
+		if st.PacketsDropped != pcapgo.NgNoValue64 {
+			cr.Drops += st.PacketsDropped
+		}
+	}
+	r, err := pcapgo.NewNgReader(rd, opts)
+	if err != nil {
+		return nil, err
+	}
+	var opener *codec.Codec
+	if o.CA != nil {
+		opener = codec.NewOpener(o.CA)
+	}
+	var (
+		eth layers.Ethernet
+		ip4 layers.IPv4
+		udp layers.UDP
+		// Agent interfaces are Ethernet (veth) or raw IP (the userspace
+		// engine's TUN devices). The parsers stop at UDP: FTN shares
+		// token passing's port, so its layer is not in gopacket's port
+		// table (agent/ftn/ftnlayer) and the payload is decoded here.
+		ethParser = gopacket.NewDecodingLayerParser(layers.LayerTypeEthernet, &eth, &ip4, &udp)
+		rawParser = gopacket.NewDecodingLayerParser(layers.LayerTypeIPv4, &ip4, &udp)
+		dec       []gopacket.LayerType
+		dg        ftnlayer.Datagram
+	)
+	ethParser.IgnoreUnsupported = true
+	rawParser.IgnoreUnsupported = true
+	ifaces := map[int]struct {
+		inst string
+		raw  bool
+	}{}
+	byKey := map[string]*seen{} // by signature: unique per datagram, and equal in its copies
+	var all []*seen
+	for {
+		data, ci, err := r.ReadPacketData()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			cr.Truncated = err.Error()
+			if errors.Is(err, io.ErrUnexpectedEOF) {
+				cr.Truncated = "the capture ends inside a block (the harness was killed)"
+			}
+			break
+		}
+		cr.Packets++
+		ifc, ok := ifaces[ci.InterfaceIndex]
+		if !ok {
+			if d, err := r.Interface(ci.InterfaceIndex); err == nil {
+				ifc.inst, _, _ = strings.Cut(d.Name, "/")
+				ifc.raw = d.LinkType == layers.LinkTypeRaw || d.LinkType == layers.LinkTypeIPv4
+			}
+			ifaces[ci.InterfaceIndex] = ifc
+		}
+		p := ethParser
+		if ifc.raw {
+			p = rawParser
+		}
+		_ = p.DecodeLayers(data, &dec)
+		if len(dec) == 0 || dec[len(dec)-1] != layers.LayerTypeUDP || len(udp.Payload) < 2 || udp.Payload[0] != 'F' || udp.Payload[1] != 'T' {
+			continue // not FTN (the harness's annotations, ARP, ...)
+		}
+		if err := dg.DecodeFromBytes(udp.Payload, gopacket.NilDecodeFeedback); err != nil {
+			var ce *codec.Error
+			if errors.As(err, &ce) {
+				cr.Refused[ce.Reason]++
+			}
+			continue
+		}
+		t := ci.Timestamp.UnixNano()
+		key := string(dg.Sig)
+		if s := byKey[key]; s != nil {
+			s.t = min(s.t, t)
+			s.at = append(s.at, capt{ifc.inst, t})
+			continue
+		}
+		if opener != nil {
+			src, _ := netip.AddrFromSlice(ip4.SrcIP)
+			dst, _ := netip.AddrFromSlice(ip4.DstIP)
+			_, err := opener.Verify(dg.Datagram, netip.AddrPortFrom(src.Unmap(), uint16(udp.SrcPort)),
+				netip.AddrPortFrom(dst.Unmap(), uint16(udp.DstPort)), ci.Timestamp)
+			if err != nil {
+				var ce *codec.Error
+				if errors.As(err, &ce) {
+					cr.Refused[ce.Reason]++
+				}
+				byKey[key] = &seen{t: math.MinInt64} // refused: its copies too
+				continue
+			}
+		}
+		s := &seen{t: t, sender: dg.Sender, m: dg.Msg, at: []capt{{ifc.inst, t}}}
+		byKey[key] = s
+		all = append(all, s)
+	}
+	cr.Datagrams = len(all)
+	// Records are written in time order only within the capture's flush
+	// window: order by first capture.
+	slices.SortStableFunc(all, func(a, b *seen) int { return cmp.Compare(a.t, b.t) })
+	base := o.BaseWall
+	if base == 0 && len(all) > 0 {
+		base = all[0].t
+	}
+	wire(cr, all, base)
+	cr.Overlaps, cr.FenceErrors, cr.MutualExclusion, cr.Fencing = judge(cr.Holds, cr.Dropped)
+	if len(cr.Holds) == 0 && len(all) == 0 {
+		cr.MutualExclusion = notJudged("no FTN datagram in the capture")
+	}
+	return cr, nil
+}
+
+type reqKey struct {
+	id  uint64
+	req uint64
+}
+
+type request struct {
+	kind msg.Kind
+	mode msg.Mode
+	name string
+	inst string // the client process (its certificate's name)
+}
+
+// wire rebuilds the holds from the datagrams in time order (times
+// relative to base).
+func wire(cr *CaptureReport, all []*seen, base int64) {
+	reqs := map[reqKey]request{}
+	lastHeard := map[uint64]int64{}
+	lives := map[string][]uint64{} // client process → its IDs, in order
+	type release struct {
+		t     int64
+		fence msg.Fence
+	}
+	type nameKey struct {
+		id   uint64
+		name string
+	}
+	releases := map[nameKey][]release{}
+	invalid := map[uint64][]int64{}
+	type state struct {
+		t   int64
+		v   uint64
+		ids []uint64
+	}
+	var states []state
+	type holdKey struct {
+		id    uint64
+		name  string
+		fence msg.Fence
+	}
+	holds := map[holdKey]int{} // → index in cr.Holds
+	arrived := map[int]bool{}
+	accepted := map[reqKey]msg.Fence{} // the grant the client took for its request
+	known := knownStates(all, base)
+	for _, s := range all {
+		m, t := s.m, s.t-base
+		if !m.Kind.FromServer() && m.Client != 0 {
+			lastHeard[m.Client] = max(lastHeard[m.Client], t)
+			if !slices.Contains(lives[s.sender], m.Client) {
+				lives[s.sender] = append(lives[s.sender], m.Client)
+			}
+		}
+		switch m.Kind {
+		case msg.Acquire, msg.SetData, msg.GetData:
+			reqs[reqKey{m.Client, m.Req}] = request{kind: m.Kind, mode: m.Mode, name: m.Name, inst: s.sender}
+		case msg.Release:
+			k := nameKey{m.Client, m.Name}
+			releases[k] = append(releases[k], release{t, m.Fence})
+		case msg.StateMsg:
+			if m.Global != nil {
+				st := state{t: t, v: m.Global.Version}
+				for _, c := range m.Global.Clients {
+					st.ids = append(st.ids, c.ID)
+				}
+				states = append(states, st)
+			}
+		case msg.Reply:
+			if m.Status == msg.IDInvalid {
+				invalid[m.Client] = append(invalid[m.Client], t)
+				continue
+			}
+			if m.Status != msg.OK || m.Fence.IsZero() {
+				continue // a release's acknowledgement, or a refusal
+			}
+			rq, ok := reqs[reqKey{m.Client, m.Req}]
+			if !ok {
+				cr.Unmatched++
+				continue
+			}
+			if rq.kind != msg.Acquire || rq.name != m.Name {
+				continue
+			}
+			// What the client did with it, as far as the capture shows:
+			// a grant that reached it is judged by the client's rules.
+			ta, got := s.arrival(rq.inst)
+			if f, ok := accepted[reqKey{m.Client, m.Req}]; ok && f != m.Fence {
+				cr.Late = append(cr.Late, fmt.Sprintf("%s: %s(%s) fence %s from server %d at %s: its request was answered with fence %s",
+					m.Name, rq.inst, msg.IDString(m.Client), m.Fence, m.Server, ms(t), f))
+				continue
+			}
+			if got {
+				if g := known.at(rq.inst, ta-base); g != nil && m.Server >= 0 && m.Server < len(g.Servers) {
+					k := g.Servers[m.Server]
+					if m.Inc < k.Inc || (m.Inc == k.Inc && k.State == msg.Down) {
+						cr.Late = append(cr.Late, fmt.Sprintf("%s: %s(%s) fence %s from server %d (incarnation %d) at %s: the global state %s it had then lists that server %s/%d",
+							m.Name, rq.inst, msg.IDString(m.Client), m.Fence, m.Server, m.Inc, ms(t), msg.VersionString(g.Version), k.State, k.Inc))
+						continue
+					}
+				}
+				accepted[reqKey{m.Client, m.Req}] = m.Fence
+			}
+			hk := holdKey{m.Client, m.Name, m.Fence}
+			i, ok := holds[hk]
+			if ok && slices.ContainsFunc(releases[nameKey{m.Client, m.Name}], func(rl release) bool {
+				return rl.t >= cr.Holds[i].Start && rl.t < t && (rl.fence.IsZero() || rl.fence == m.Fence)
+			}) {
+				// The client released that hold, and is granted the same
+				// fence again (the server still listed it as holder): a
+				// new hold, not a repeat.
+				ok = false
+			}
+			if !ok {
+				i = len(cr.Holds)
+				holds[hk] = i
+				life := slices.Index(lives[rq.inst], m.Client) + 1
+				cr.Holds = append(cr.Holds, Hold{Op: &Op{Client: rq.inst, Life: life, ID: msg.IDString(m.Client), Req: m.Req,
+					Kind: msg.Acquire, Name: m.Name, Mode: rq.mode, Inv: t, Done: t, Result: "ok", Fence: m.Fence},
+					Start: t, End: math.MaxInt64})
+			}
+			arrived[i] = arrived[i] || got
+		}
+	}
+	// Drops: a client listed in a State of version v is dropped by the
+	// first State of a later version that does not list it (IDs are never
+	// reused: term<<32 | count).
+	firstV := map[uint64]uint64{}
+	for _, st := range states {
+		for _, id := range st.ids {
+			if v, ok := firstV[id]; !ok || st.v < v {
+				firstV[id] = st.v
+			}
+		}
+	}
+	for _, st := range states {
+		for id, v := range firstV {
+			if st.v > v && !slices.Contains(st.ids, id) {
+				if d, ok := cr.Dropped[msg.IDString(id)]; !ok || st.t < d {
+					cr.Dropped[msg.IDString(id)] = st.t
+				}
+			}
+		}
+	}
+	grantsOf := map[nameKey][]Hold{}
+	for _, h := range cr.Holds {
+		k := nameKey{idOf(h.Op.ID), h.Op.Name}
+		grantsOf[k] = append(grantsOf[k], h)
+	}
+	for i := range cr.Holds {
+		h := &cr.Holds[i]
+		id := idOf(h.Op.ID)
+		// A client holds a name once: a later grant of it to the same
+		// client with another fence voids this one (a grant lost on the
+		// way, then the name's new server granting afresh).
+		for _, g := range grantsOf[nameKey{id, h.Op.Name}] {
+			if g.Op.Fence != h.Op.Fence && g.Start >= h.Start && g.Start < h.End {
+				h.End, h.EndWhy = g.Start, "superseded by fence "+g.Op.Fence.String()
+			}
+		}
+		for _, rl := range releases[nameKey{id, h.Op.Name}] {
+			if rl.t >= h.Start && (rl.fence.IsZero() || rl.fence == h.Op.Fence) && rl.t < h.End {
+				h.End, h.EndWhy = rl.t, "release"
+			}
+		}
+		for _, t := range invalid[id] {
+			if t >= h.Start && t < h.End {
+				h.End, h.EndWhy = t, "ID invalid"
+			}
+		}
+		if d, ok := cr.Dropped[h.Op.ID]; ok && d >= h.Start && d < h.End && lastHeard[id] <= d {
+			h.End, h.EndWhy = d, "dropped, silent since"
+		}
+		if !arrived[i] {
+			cr.NotArrived = append(cr.NotArrived, *h)
+		}
+	}
+	slices.SortStableFunc(cr.Holds, func(a, b Hold) int { return cmp.Compare(a.Start, b.Start) })
+}
+
+// globalsSeen is, per client process, the global states that reached it
+// (Registered, HeartbeatAck, Query), by arrival, each the newest it had
+// by then: a client adopts only newer ones (agent/ftn/client).
+type globalsSeen map[string][]struct {
+	t int64
+	g *msg.Global
+}
+
+func knownStates(all []*seen, base int64) globalsSeen {
+	ks := globalsSeen{}
+	for _, s := range all {
+		if s.m.Global == nil || (s.m.Kind != msg.Registered && s.m.Kind != msg.HeartbeatAck && s.m.Kind != msg.Query) {
+			continue
+		}
+		for _, c := range s.at {
+			if c.inst != s.sender {
+				ks[c.inst] = append(ks[c.inst], struct {
+					t int64
+					g *msg.Global
+				}{c.t - base, s.m.Global})
+			}
+		}
+	}
+	for inst, l := range ks {
+		slices.SortStableFunc(l, func(a, b struct {
+			t int64
+			g *msg.Global
+		}) int {
+			return cmp.Compare(a.t, b.t)
+		})
+		for i := 1; i < len(l); i++ {
+			if l[i].g.Version < l[i-1].g.Version {
+				l[i].g = l[i-1].g
+			}
+		}
+		ks[inst] = l
+	}
+	return ks
+}
+
+// at is the newest global state inst had received before t, or nil.
+func (ks globalsSeen) at(inst string, t int64) *msg.Global {
+	l := ks[inst]
+	i := sort.Search(len(l), func(i int) bool { return l[i].t >= t })
+	if i == 0 {
+		return nil
+	}
+	return l[i-1].g
+}
+
+// idOf parses msg.IDString ("c1.7").
+func idOf(s string) uint64 {
+	var term, n uint64
+	fmt.Sscanf(s, "c%d.%d", &term, &n)
+	return term<<32 | n
+}
+
+// CheckCaptureDir judges a results directory's capture.pcapng with its
+// CA; baseWall as in CaptureOptions. A directory without a capture
+// gives (nil, nil).
+func CheckCaptureDir(dir string, baseWall int64) (*CaptureReport, error) {
+	path := filepath.Join(dir, results.CaptureFile)
+	f, err := os.Open(path)
+	if os.IsNotExist(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	c, err := ca.LoadCert(filepath.Join(dir, results.CADir, ca.CACertFile))
+	if err != nil {
+		return nil, fmt.Errorf("CA certificate: %w", err)
+	}
+	r, err := CheckCapture(f, CaptureOptions{CA: c, BaseWall: baseWall})
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return r, nil
+}
+
+// facts is one line on what the capture held, for the report.
+func (r *CaptureReport) facts() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d packets, %d distinct FTN datagrams", r.Packets, r.Datagrams)
+	if r.Verified {
+		b.WriteString(", each signature checked against the run's CA")
+	} else {
+		b.WriteString(", signatures not checked")
+	}
+	if len(r.Refused) > 0 {
+		var rs []string
+		for k, n := range r.Refused {
+			rs = append(rs, fmt.Sprintf("%s %d", k, n))
+		}
+		sort.Strings(rs)
+		fmt.Fprintf(&b, "; refused (left out): %s", strings.Join(rs, ", "))
+	}
+	if r.Drops > 0 {
+		fmt.Fprintf(&b, "; the capture dropped %d packets", r.Drops)
+	}
+	if r.Truncated != "" {
+		fmt.Fprintf(&b, "; %s", r.Truncated)
+	} else if !r.Complete {
+		b.WriteString("; no interface statistics at its end (the capture was not stopped)")
+	}
+	if len(r.Late) > 0 {
+		fmt.Fprintf(&b, "; %d grants their client discarded (late or a second answer), not holds: %s", len(r.Late), strings.Join(firstOf(r.Late), "; "))
+	}
+	if r.Unmatched > 0 {
+		fmt.Fprintf(&b, "; %d OK replies with a fence whose request is not in the capture", r.Unmatched)
+	}
+	return b.String()
+}
+
+// firstOf is at most maxListed items, then how many more.
+func firstOf(items []string) []string {
+	if len(items) <= maxListed {
+		return items
+	}
+	return append(slices.Clone(items[:maxListed]), fmt.Sprintf("%d more", len(items)-maxListed))
+}
