@@ -250,7 +250,9 @@ func Simulate(s Scenario, dir string, progress func(string)) (*wandering.Manifes
 			m.SpanS = end.Sub(sim.Epoch).Seconds()
 			break
 		}
-		t := w.Now().Add(10 * k * time.Second)
+		// On multiples of 10^4 s from the epoch (the agents start a little
+		// after it), so that the progress line comes every 10^5 s.
+		t := sim.Epoch.Add(w.Now().Sub(sim.Epoch).Truncate(10*k*time.Second) + 10*k*time.Second)
 		if t.After(end) {
 			t = end
 		}
