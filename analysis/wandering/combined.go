@@ -31,6 +31,13 @@ type RealRun struct {
 	Ops       int
 	Intervals []float64 // paper seconds: policy time, wall × time scale
 	Crashes   int       // agent_started after the first, i.e. restarts
+	// Quiet is the longest stretch without any operation running, and
+	// QuietAt when it began (paper s from the first operation), in policy
+	// time: a host too loaded to run the agents shows here.
+	Quiet, QuietAt float64
+	// SpanS is the first operation's start to the last one's end, in
+	// policy time (the harness's paper clock ran Info.PaperSeconds).
+	SpanS float64
 }
 
 // LoadReal reads a finished real run directory (run.json, topology.json,
@@ -60,6 +67,7 @@ func LoadReal(dir string) (*RealRun, error) {
 	if scale <= 0 {
 		scale = 1
 	}
+	var all []resource.Interval
 	for _, a := range top.Agents {
 		if a.Replica != 0 {
 			continue
@@ -79,6 +87,7 @@ func LoadReal(dir string) (*RealRun, error) {
 		ops := resource.FromAgent(evs)
 		slices.SortFunc(ops, func(a, b resource.Interval) int { return int(a.Start - b.Start) })
 		r.Ops += len(ops)
+		all = append(all, ops...)
 		for i := 1; i < len(ops); i++ {
 			// The agents' timers run at wall × scale (the policy's time):
 			// that is the clock of Δmin and the paper's 1200 s.
@@ -88,6 +97,11 @@ func LoadReal(dir string) (*RealRun, error) {
 	if r.N == 0 {
 		return nil, fmt.Errorf("%s: %s lists no agent in replica 0", dir, results.TopologyFile)
 	}
+	var ops []Op
+	for _, o := range all {
+		ops = append(ops, Op{Start: float64(o.Start) * scale / 1e9, End: float64(o.End) * scale / 1e9})
+	}
+	r.Quiet, r.QuietAt, r.SpanS = quiet(ops)
 	return r, nil
 }
 
@@ -192,6 +206,10 @@ func Combined(simDir string, realDirs []string) (string, error) {
 		if r.Resource.Diff > resource.Tolerance {
 			agree = "DISAGREE"
 		}
+		if s := sims[twin(r.N)]; s != nil {
+			q, at, _ := quiet(s.Ops)
+			w("\nLongest stretch without any operation: sim twin %.0f s (at %.0f s); real %.0f s of the agents' time (at %.0f s from the first operation; the real operations span %.0f s of the agents' time, the harness's paper clock %.0f s).\n", q, at, r.Quiet, r.QuietAt, r.SpanS, r.Info.PaperSeconds)
+		}
 		w("\nAgents' logs against the server: largest difference %.2f points at level %d (%s); %d operations, %d connections, %d matched; the server saw each connection %.3f ms (p50) / %.3f ms (p99) after op_started.\n\n",
 			100*r.Resource.Diff, r.Resource.DiffLevel, agree, r.Resource.Ops, r.Resource.Conns, r.Resource.Matched,
 			float64(r.Resource.ConnectLagNS[0])/1e6, float64(r.Resource.ConnectLagNS[1])/1e6)
@@ -260,6 +278,35 @@ func Combined(simDir string, realDirs []string) (string, error) {
 	w(combinedNotes)
 	path := filepath.Join(simDir, "combined.md")
 	return path, os.WriteFile(path, []byte(b.String()), 0o644)
+}
+
+// quiet returns the longest stretch of time without any of ops running,
+// where it began (from the first start), and the span from the first
+// start to the last end.
+func quiet(ops []Op) (longest, at, span float64) {
+	if len(ops) == 0 {
+		return 0, 0, 0
+	}
+	ops = slices.Clone(ops)
+	slices.SortFunc(ops, func(a, b Op) int { return cmpFloat(a.Start, b.Start) })
+	first, end := ops[0].Start, ops[0].End
+	for _, o := range ops[1:] {
+		if g := o.Start - end; g > longest {
+			longest, at = g, end-first
+		}
+		end = max(end, o.End)
+	}
+	return longest, at, end - first
+}
+
+func cmpFloat(a, b float64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
 }
 
 func simShares(r *Run) (s [4]float64) {

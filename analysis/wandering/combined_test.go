@@ -26,6 +26,11 @@ func TestLoadReal(t *testing.T) {
 	if len(iv) != 2 || math.Abs(iv[0]-400) > 1e-6 || math.Abs(iv[1]-1200) > 1e-6 {
 		t.Errorf("intervals %v, want [400 1200] paper s", iv)
 	}
+	// Operations at 1, 2, 4 and 7 s of wall time, 20 ms each: the longest
+	// quiet stretch is [4.02, 7) s, in the agents' time ×200.
+	if math.Abs(r.Quiet-596) > 1e-6 || math.Abs(r.QuietAt-604) > 1e-6 || math.Abs(r.SpanS-1204) > 1e-6 {
+		t.Errorf("quiet %v s at %v, span %v; want 596 at 604, 1204", r.Quiet, r.QuietAt, r.SpanS)
+	}
 	if r.Resource.Conns != 4 || r.Resource.Matched != 4 {
 		t.Errorf("server: %d connections, %d matched; want 4, 4", r.Resource.Conns, r.Resource.Matched)
 	}
