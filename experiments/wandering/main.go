@@ -4,10 +4,11 @@
 // runs (agent/node with its policy: wandering, wandering-004 or
 // baseline), built from the configuration the token passing plug-in
 // writes for an experiment file, with real Ed25519 signatures, on the
-// netem model, in virtual time. The runner's own loop is not used: it
-// resolves every direction of a 300-agent experiment one by one
-// (O(N⁴) lookups, minutes before the first event); the seams are (the
-// experiment file, protocol.Config, protocol.Simulated, sim.World).
+// netem model, in virtual time. The runner's own loop is not used: the
+// losses follow the tokens (crash whoever holds one; Table 5's next loss
+// once the system is stable), which a fixed schedule cannot say; the
+// seams are (the experiment file, protocol.Config, protocol.Simulated,
+// sim.World).
 //
 //	wandering [-out results/wandering] [-only REGEXP] [-skip REGEXP] [-scale 1] [-scale003 1] [-scale004 1]
 //	          [-transients 100] [-j NCPU] [-wall-limit D] [-real DIR,...] [-report-only]
