@@ -120,7 +120,8 @@ nightly: build
 
 # Seed 003 with 150, 300 and 360 real agent processes (issue 16; README
 # "Hundreds of real agents"), about 10 minutes each: each run's report,
-# then its concurrency from the agents' logs beside the resource server's.
+# then its concurrency from the agents' logs beside the resource server's;
+# make wandering-compare puts the runs beside the simulator and the paper.
 WANDERING_REAL_N ?= 150 300 360
 wandering-real: build
 	@mkdir -p results; for n in $(WANDERING_REAL_N); do \
