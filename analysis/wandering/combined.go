@@ -222,7 +222,6 @@ func Combined(simDir string, realDirs []string) (string, error) {
 	pc.Title.Text = "003 Fig. 4: intervals between successive operations, sim and real"
 	pc.X.Label.Text = "interval (paper s)"
 	pc.Y.Label.Text = "cumulative fraction"
-	pc.X.Max = 6000
 	line := 0
 	cdf := func(label string, xs []float64, dashed bool) {
 		pts := cdfPoints(xs)
@@ -271,6 +270,9 @@ func Combined(simDir string, realDirs []string) (string, error) {
 		return "", err
 	}
 	pc.Legend.Top, pc.Legend.Left = false, false
+	// After the lines (Add widens the axes): the body of the curves, not
+	// the stalls' tail.
+	pc.X.Min, pc.X.Max = 0, 6000
 	if err := pc.Save(8*vg.Inch, 5*vg.Inch, filepath.Join(plots, "combined_interarrival_cdf.png")); err != nil {
 		return "", err
 	}
