@@ -61,10 +61,14 @@ func Report(dir string) (string, error) {
 	w := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
 	w("# The Wandering Token on the simulator (seeds 003 and 004)\n\n")
 	w("Written by `analysis/wandering` from the runs below (`experiments/wandering`, `make wandering`). Every figure is measured from the agents' `op_started`/`op_finished` events and token events; tolerances are stated per table and a row outside them is marked ✗, with the reason in the notes.\n\n")
-	w("| run | role | N | paper s simulated | seed | losses injected | datagrams | wall s |\n|---|---|---|---|---|---|---|---|\n")
+	w("| run | role | N | paper s simulated | the paper ran | seed | losses injected | datagrams | wall s |\n|---|---|---|---|---|---|---|---|---|\n")
 	for _, n := range names {
 		r := runs[n]
-		w("| %s | %s %s | %d | %.0f | %d | %d | %d | %.0f |\n", n, r.Role, r.Section, r.N, r.SpanS, r.Seed, len(r.Losses), r.Datagrams, r.WallS)
+		ran := fmt.Sprintf("%.0f", r.SpanS)
+		if r.CutShort {
+			ran += " (cut short by the wall limit)"
+		}
+		w("| %s | %s %s | %d | %s | %s | %d | %d | %d | %.0f |\n", n, r.Role, r.Section, r.N, ran, paperLength(n), r.Seed, len(r.Losses), r.Datagrams, r.WallS)
 	}
 	w("\n")
 	plots := filepath.Join(dir, "plots")
@@ -223,19 +227,17 @@ func Report(dir string) (string, error) {
 			if t5[i] == nil {
 				return num(math.NaN())
 			}
+			if t5[i].CutShort && us[i] > 0 {
+				// The wall limit ended the run during the last transient.
+				return fmt.Sprintf("%d (%d; 1 more cut short)", len(ds[i]), us[i]-1)
+			}
 			return fmt.Sprintf("%d (%d)", len(ds[i]), us[i])
 		}
 		w("| transients measured (unsettled) | 100 | %s | %s | 100 | %s | %s |\n\n", cnt(0), cnt(1), cnt(2), cnt(3))
 	}
 
 	// 003 Fig. 2 and Fig. 3: shares of time idle, 1, 2, >2.
-	shares := func(r *Run) [4]float64 {
-		var s [4]float64
-		for k, t := range r.Concurrency() {
-			s[min(k, 3)] += t / r.SpanS
-		}
-		return s
-	}
+	shares := simShares
 	if bl, wt := runs["f2-baseline-n300"], runs["f3-wandering-n300"]; bl != nil || wt != nil {
 		w("## 003 Fig. 2: share of time with 0, 1, 2, >2 operations, N = 300\n\n")
 		w("Paper figures from §3's text (the plot itself is not in the seed). Tolerance: ±5 percentage points, ±1 for the >2 column of the Wandering Token.\n\n")
@@ -322,13 +324,7 @@ func Report(dir string) (string, error) {
 				none = d[0] / r.SpanS
 			}
 			w("| %d | %.1f%% | %.1f%% | %.1f%% | %.2f%% | %.1f%% %s | %.0f%% %s | %.0f | %d | %.1f%% |\n", r.N, 100*s[0], 100*s[1], 100*s[2], 100*s[3], 100*conc, cm, 100*below, mark, mean(ia), maxTok, 100*none)
-			xs := slices.Clone(ia)
-			slices.Sort(xs)
-			pts := make(plotter.XYs, 0, 500)
-			step := max(1, len(xs)/500)
-			for j := 0; j < len(xs); j += step {
-				pts = append(pts, plotter.XY{X: xs[j], Y: float64(j+1) / float64(len(xs))})
-			}
+			pts := cdfPoints(ia)
 			if l, err := plotter.NewLine(pts); err == nil && len(pts) > 1 {
 				l.Color = plotutil.Color(i)
 				pc.Add(l)
@@ -409,6 +405,22 @@ func loadAll(ms []string) ([]*Run, error) {
 	}
 	wg.Wait()
 	return runs, errors.Join(errs...)
+}
+
+// paperLength is what the paper ran for a scenario (by its name's
+// prefix), beside what was simulated: a shortened run says so here.
+func paperLength(scenario string) string {
+	switch {
+	case strings.HasPrefix(scenario, "t1-"), strings.HasPrefix(scenario, "t3-"):
+		return "1000000"
+	case strings.HasPrefix(scenario, "t5"):
+		return "100 transients"
+	case strings.HasPrefix(scenario, "f2-"), strings.HasPrefix(scenario, "f3-"):
+		return "100000"
+	case strings.HasPrefix(scenario, "r-"):
+		return "100000 (the real run's length)"
+	}
+	return ""
 }
 
 func num(x float64) string {

@@ -49,7 +49,10 @@ type Manifest struct {
 	LossEveryS float64   `json:"loss_every_s,omitempty"`
 	Losses     []Loss    `json:"losses,omitempty"`
 	WallS      float64   `json:"wall_s"`
-	Datagrams  uint64    `json:"datagrams"`
+	// CutShort: the wall-time limit ended the run before its span or its
+	// transients (span_s is what was simulated).
+	CutShort  bool   `json:"cut_short,omitempty"`
+	Datagrams uint64 `json:"datagrams"`
 }
 
 // Op is one execution of the protected operation, in paper seconds.

@@ -4,25 +4,33 @@
 // runs (agent/node with its policy: wandering, wandering-004 or
 // baseline), built from the configuration the token passing plug-in
 // writes for an experiment file, with real Ed25519 signatures, on the
-// netem model, in virtual time. The runner's own loop is not used: it
-// resolves every direction of a 300-agent experiment one by one
-// (O(N⁴) lookups, minutes before the first event); the seams are (the
-// experiment file, protocol.Config, protocol.Simulated, sim.World).
+// netem model, in virtual time. The runner's own loop is not used: the
+// losses follow the tokens (crash whoever holds one; Table 5's next loss
+// once the system is stable), which a fixed schedule cannot say; the
+// seams are (the experiment file, protocol.Config, protocol.Simulated,
+// sim.World).
 //
-//	wandering [-out results/wandering] [-only REGEXP] [-scale 1] [-scale004 1] [-transients 100] [-j NCPU] [-report-only]
+//	wandering [-out results/wandering] [-only REGEXP] [-skip REGEXP] [-scale 1] [-scale003 1] [-scale004 1]
+//	          [-transients 100] [-j NCPU] [-wall-limit D] [-real DIR,...] [-report-only]
 //
 // Each scenario writes OUT/NAME/ (experiment.yaml, manifest.json with the
 // seed, the injected losses and the wall time, logs/); then package
 // analysis/wandering reads them all and writes OUT/report.md and
-// OUT/plots/. -scale shortens every run for a quick check, -scale004 the
-// two long runs of 004 Tables 3 and 4, -transients the count of 004
-// Table 5; the report's first table says what ran. -j runs that many
-// scenarios at once (default: one per CPU); each stays one single-loop,
-// seeded simulation, so the results do not depend on it.
+// OUT/plots/. -scale shortens every run for a quick check, -scale003 the
+// 10^5 s runs of 003, -scale004 the two long runs of 004 Tables 3 and 4,
+// -transients the count of 004 Table 5; the report's first table says
+// what ran, at which length. -j runs that many scenarios at once
+// (default: one per CPU); each stays one single-loop, seeded simulation,
+// so the results do not depend on it. -wall-limit ends a scenario early
+// and says so in its manifest. -real takes finished real runs (make
+// wandering-real), simulates their twins (r-wandering-nN: the same
+// parameters, length, loss and seed) unless OUT has them, and writes
+// OUT/combined.md: paper | sim | real.
 package main
 
 import (
 	"cmp"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
@@ -72,17 +80,34 @@ func scenarios() []Scenario {
 		s = append(s, Scenario{Name: fmt.Sprintf("f3-wandering-n%d", n), Role: "wandering", Section: sec003, N: n,
 			Span: 100 * k * time.Second, Seed: uint64(32 + i), LossEvery: 10 * k * time.Second})
 	}
+	// The real runs' twins (experiments/wandering-real-N.yaml, make
+	// wandering-real): 003's parameters, 10^5 s, one loss at 50,000 s, the
+	// same seeds, for the combined report (-real). The real holder comes
+	// back 100 s after its crash, the simulated one at once.
+	for _, n := range realN {
+		s = append(s, Scenario{Name: realScenario(n), Role: "wandering", Section: sec003, N: n,
+			Span: 100 * k * time.Second, Seed: uint64(n), LossEvery: 50 * k * time.Second})
+	}
 	return s
 }
+
+// realN: the agents of experiments/wandering-real-N.yaml.
+var realN = []int{150, 300, 360}
+
+func realScenario(n int) string { return fmt.Sprintf("r-wandering-n%d", n) }
 
 func main() {
 	out := flag.String("out", filepath.Join("results", "wandering"), "results directory")
 	only := flag.String("only", "", "run only the scenarios whose name matches this regular expression")
 	scale := flag.Float64("scale", 1, "fraction of every run's length to simulate (a quick check)")
+	skip := flag.String("skip", "", "do not run the scenarios whose name matches this regular expression")
+	scale003 := flag.Float64("scale003", 1, "fraction of the 10^5 s of 003's runs (Figs. 2-5) to simulate")
 	scale004 := flag.Float64("scale004", 1, "fraction of the 10^6 time units of 004 Tables 3 and 4 to simulate (Table 1, the baseline, has no passes and always runs in full)")
+	realFlag := flag.String("real", "", "finished real run directories (make wandering-real), comma-separated: also simulate their twins (r-wandering-nN) and write OUT/combined.md, paper | sim | real")
 	transients := flag.Int("transients", 100, "loss transients per N for 004 Table 5 (the paper: 100)")
 	reportOnly := flag.Bool("report-only", false, "only analyse what OUT holds")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile here")
+	wallLimit := flag.Duration("wall-limit", 0, "end each scenario after this much wall time, reporting what it simulated (manifest cut_short; 0: no limit)")
 	jobs := flag.Int("j", runtime.NumCPU(), "scenarios simulated at once (each is one deterministic simulation: -j changes the wall time, not a byte of the results)")
 	flag.Parse()
 	if *cpuProfile != "" {
@@ -98,19 +123,59 @@ func main() {
 		fmt.Fprintln(os.Stderr, "wandering: -only:", err)
 		os.Exit(2)
 	}
-	if *scale <= 0 || *scale > 1 || *scale004 <= 0 || *scale004 > 1 || *transients < 1 || *jobs < 1 {
-		fmt.Fprintln(os.Stderr, "wandering: -scale, -scale004: want (0, 1]; -transients, -j: want at least 1")
+	skipRe, err := regexp.Compile(*skip)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "wandering: -skip:", err)
 		os.Exit(2)
+	}
+	for _, f := range []float64{*scale, *scale003, *scale004} {
+		if f <= 0 || f > 1 || *transients < 1 || *jobs < 1 {
+			fmt.Fprintln(os.Stderr, "wandering: -scale, -scale003, -scale004: want (0, 1]; -transients, -j: want at least 1")
+			os.Exit(2)
+		}
+	}
+	var realDirs []string
+	twins := map[string]bool{} // the real runs' twins to simulate
+	for _, d := range strings.FieldsFunc(*realFlag, func(r rune) bool { return r == ',' || r == ' ' }) {
+		r, err := wandering.LoadReal(d)
+		if err != nil {
+			fail(fmt.Errorf("-real: %w", err))
+		}
+		realDirs = append(realDirs, d)
+		twins[realScenario(r.N)] = true
+	}
+	// By default every scenario but the real runs' twins; with -real
+	// only the twins of the runs given; -only picks by name.
+	selected := func(name string) bool {
+		switch {
+		case *skip != "" && skipRe.MatchString(name):
+			return false
+		case *only != "":
+			return re.MatchString(name)
+		case len(realDirs) > 0:
+			// A twin already simulated (manifest.json, not cut short) is
+			// not run again: -real then only writes the combined report.
+			var m wandering.Manifest
+			if b, err := os.ReadFile(filepath.Join(*out, name, wandering.ManifestFile)); err == nil && json.Unmarshal(b, &m) == nil && !m.CutShort && *scale == 1 {
+				fmt.Printf("%s: already in %s, not run again\n", name, *out)
+				return false
+			}
+			return twins[name]
+		}
+		return !strings.HasPrefix(name, "r-")
 	}
 	if !*reportOnly {
 		var todo []Scenario
 		for _, s := range scenarios() {
-			if !re.MatchString(s.Name) {
+			if !selected(s.Name) {
 				continue
 			}
 			s.Span = time.Duration(float64(s.Span) * *scale)
-			if strings.HasPrefix(s.Name, "t3-") {
+			switch {
+			case strings.HasPrefix(s.Name, "t3-"):
 				s.Span = time.Duration(float64(s.Span) * *scale004)
+			case strings.HasPrefix(s.Name, "f2-"), strings.HasPrefix(s.Name, "f3-"):
+				s.Span = time.Duration(float64(s.Span) * *scale003)
 			}
 			if s.Transients > 0 {
 				// At most 10^5 time units per transient: a system that
@@ -118,6 +183,7 @@ func main() {
 				s.Transients = *transients
 				s.Span = time.Duration(s.Transients) * 100 * k * time.Second
 			}
+			s.WallLimit = *wallLimit
 			todo = append(todo, s)
 		}
 		if err := runAll(todo, *out, *jobs); err != nil {
@@ -130,6 +196,14 @@ func main() {
 		fail(err)
 	}
 	fmt.Println("report:", path)
+	if len(realDirs) > 0 {
+		path, err := wandering.Combined(*out, realDirs)
+		if err != nil {
+			pprof.StopCPUProfile()
+			fail(err)
+		}
+		fmt.Println("paper | sim | real:", path)
+	}
 }
 
 // runAll simulates the scenarios, jobs at a time, the costliest first
@@ -157,8 +231,12 @@ func runAll(todo []Scenario, out string, jobs int) error {
 					first = fmt.Errorf("%s: %w", s.Name, err)
 				}
 				if err == nil {
-					fmt.Printf("%s: N=%d, %.0f s simulated, seed %d, %d losses, %d datagrams, %.1f s wall\n",
-						m.Scenario, m.N, m.SpanS, m.Seed, len(m.Losses), m.Datagrams, m.WallS)
+					cut := ""
+					if m.CutShort {
+						cut = " (cut short by -wall-limit)"
+					}
+					fmt.Printf("%s: N=%d, %.0f s simulated%s, seed %d, %d losses, %d datagrams, %.1f s wall\n",
+						m.Scenario, m.N, m.SpanS, cut, m.Seed, len(m.Losses), m.Datagrams, m.WallS)
 				}
 				mu.Unlock()
 			}

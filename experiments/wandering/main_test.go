@@ -100,3 +100,17 @@ func TestParallelSameBytes(t *testing.T) {
 		}
 	}
 }
+
+// TestWallLimit: a scenario that reaches its wall-time limit ends there,
+// says so in its manifest, and records the span it simulated (the report
+// scales counts by it), not the one asked for.
+func TestWallLimit(t *testing.T) {
+	s := Scenario{Name: "cut", Role: "baseline", Section: base004, N: 5, Span: 1e9 * time.Second, Seed: 9, WallLimit: time.Nanosecond}
+	m, err := Simulate(s, t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !m.CutShort || m.SpanS >= s.Span.Seconds() {
+		t.Errorf("cut_short %v, span %.0f s of %.0f: want the run cut short with its simulated span", m.CutShort, m.SpanS, s.Span.Seconds())
+	}
+}
