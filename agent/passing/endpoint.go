@@ -47,7 +47,9 @@ const (
 	// "commit_retries"; Latency from the first Move.
 	PassCompleted
 	// PassFailed: Reason "ack_timeout" (sender, keeps the token) or
-	// "commit_timeout" (receiver, the sender is considered to keep it).
+	// "commit_timeout" (receiver, the sender is considered to keep it:
+	// its Ack retries ran out, or a newer session of the token arrived
+	// first, see Receiver.Supersede).
 	PassFailed
 	// TokenAcquired: this agent now holds Token; Reason "commit" (Late if
 	// the Commit came after the receiver gave up) or "hold".

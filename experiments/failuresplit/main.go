@@ -257,9 +257,10 @@ var positions = []position{
 type tally struct {
 	ack, commit int
 	// masked: failures counted as ack timeouts although the receiver had
-	// the Move (and acked it): its wait for the Commit was cut short by a
-	// newer session of the token (agent/passing: openReceiver), so it
-	// logged no commit timeout.
+	// the Move (and acked it) and logged no commit timeout. Before
+	// agent/passing reported a wait cut short by a newer session of the
+	// token (Receiver.Supersede), compressed runs masked many; now any is
+	// a receiver wait lost without a report.
 	masked int
 	losses []string
 }
