@@ -275,7 +275,9 @@ func TestLiteralSupersededWaitCountsAsCommitTimeout(t *testing.T) {
 		t.Errorf("failures by cause %v, want %v", byCause, want)
 	}
 	// The old endpoint's log of the same run: B's superseded wait unreported.
-	h.evs = slices.DeleteFunc(h.evs, func(e ev) bool { return e.agent == "B" && e.kind == eventlog.PassFailed && e.reason == "commit_timeout" })
+	h.evs = slices.DeleteFunc(h.evs, func(e ev) bool {
+		return e.agent == "B" && e.kind == eventlog.PassFailed && e.reason == "commit_timeout"
+	})
 	s = judge(input{info: results.RunInfo{Status: "ok"}, h: h, cf: capturedCommits(h)}).s
 	if f := s.Failures; f.Tolerated != 2 || f.AckTimeout != 2 || f.CommitTimeout != 0 {
 		t.Errorf("without B's report, failures %+v: want 2 by the ack timeout", f)
