@@ -45,6 +45,11 @@
 //     Move, answers with an Ack carrying its own certificate at once: the
 //     sender evidently lacks our key or our Ack. This lets a joining member
 //     authenticate both ways within the default two Move retries.
+//   - A receiver still waiting for a Commit when a newer session of the
+//     token reaches it reports its commit timeout at once
+//     (Receiver.Supersede): that Commit can no longer come, and the
+//     failure counts in 002 §3.3's split even when compressed holds bring
+//     the token back before the timeout would fire.
 //   - Duplicate Acks and Moves trigger an immediate resend of the Commit or
 //     Ack, counted against the same retry limits, so a replayed datagram
 //     can never cause an unbounded stream of replies.

@@ -47,7 +47,9 @@ const (
 	// "commit_retries"; Latency from the first Move.
 	PassCompleted
 	// PassFailed: Reason "ack_timeout" (sender, keeps the token) or
-	// "commit_timeout" (receiver, the sender is considered to keep it).
+	// "commit_timeout" (receiver, the sender is considered to keep it:
+	// its Ack retries ran out, or a newer session of the token arrived
+	// first, see Receiver.Supersede).
 	PassFailed
 	// TokenAcquired: this agent now holds Token; Reason "commit" (Late if
 	// the Commit came after the receiver gave up) or "hold".
@@ -329,11 +331,18 @@ func (e *Endpoint) admit(m Msg) string {
 
 func (e *Endpoint) openReceiver(now time.Time, k key, moveHadCert bool) {
 	// A newer session of the token makes older receivers moot: their
-	// senders passed the token elsewhere.
+	// senders passed the token elsewhere. One still waiting for its Commit
+	// reports the failure it detected (Receiver.Supersede), in key order
+	// so that the effects do not depend on map order.
+	var moot []key
 	for ok := range e.receivers {
 		if ok.token == k.token && ok.session < k.session {
-			delete(e.receivers, ok)
+			moot = append(moot, ok)
 		}
+	}
+	slices.SortFunc(moot, key.compare)
+	for _, ok := range moot {
+		e.apply(now, ok, e.receivers[ok].Supersede(), false)
 	}
 	sf := e.softOf(k.token)
 	sf.last, sf.lastPeer, sf.lastSent = k.session, k.peer, false

@@ -316,6 +316,26 @@ func (r *Receiver) Step(now time.Time, t wire.Type) Output {
 	return Output{Ignored: "unexpected-" + t.String()}
 }
 
+// Supersede ends the receiver because a newer session of its token
+// reached this agent. That session exists only because the token was
+// acquired in this one by another receiver: the sender's pass to us failed
+// (its Moves got no Ack through) and it passed the token elsewhere, so our
+// Commit will never come. A receiver still waiting for it has detected the
+// failure that its commit timeout would report once the Ack retries ran
+// out ("the token passing fails and the destination considers the source
+// still holds the token", 002 §3), so it reports it now, as Failed with
+// the same reason: with compressed holds the token can come back within
+// that wait, and 002 §3.3 counts such a failure as detected by the commit
+// timeout. A receiver that already failed has reported it and just ends.
+func (r *Receiver) Supersede() Output {
+	was := r.State
+	r.State = ReceiverExpired
+	if was == AwaitCommit {
+		return Output{Outcome: Failed, Reason: "commit_timeout"}
+	}
+	return Output{}
+}
+
 // Tick fires the timer if its deadline has passed.
 func (r *Receiver) Tick(now time.Time) Output {
 	if d, ok := r.Deadline(); !ok || now.Before(d) {

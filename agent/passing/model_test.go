@@ -76,13 +76,23 @@ type world struct {
 	repasses    int             // policy actions taken
 	dupBudget   int             // duplications left; negative: each datagram may be duplicated once
 	violation   string
+	// waiting: receivers that sent an Ack and have not yet reported how
+	// their wait for the Commit ended (acquired, or commit timeout). No
+	// detected failure may go unreported (002 §3.3 counts them).
+	waiting map[wait]bool
+}
+
+// wait is a receiver's wait for the Commit of a session.
+type wait struct {
+	node    string
+	session uint64
 }
 
 var t0 = time.Unix(1000, 0)
 
 func newWorld(sc *scenario, cfg Config) *world {
 	w := &world{sc: sc, eps: map[string]*Endpoint{}, clk: map[string]time.Time{},
-		released: map[uint64]bool{}, commitLive: map[uint64]bool{}, ackLive: map[uint64]bool{}, acquired: map[uint64]bool{}, failed: map[string]bool{}}
+		released: map[uint64]bool{}, commitLive: map[uint64]bool{}, ackLive: map[uint64]bool{}, acquired: map[uint64]bool{}, failed: map[string]bool{}, waiting: map[wait]bool{}}
 	for _, n := range sc.nodes {
 		ep, err := NewEndpoint(cfg, n)
 		if err != nil {
@@ -120,6 +130,7 @@ func (w *world) clone() *world {
 	c.ackLive = cloneMap(w.ackLive)
 	c.acquired = cloneMap(w.acquired)
 	c.failed = cloneMap(w.failed)
+	c.waiting = cloneMap(w.waiting)
 	return &c
 }
 
@@ -179,16 +190,22 @@ func (w *world) collect(n string) {
 			m := f.Msg
 			m.Attempt, m.Cert = 0, false
 			w.net = append(w.net, inflight{m: m})
+			if m.Type == wire.Ack {
+				w.waiting[wait{n, f.Session}] = true
+			}
 		case PassSucceeded:
 			w.released[f.Session] = true
 		case TokenAcquired:
 			if f.Reason == "commit" {
 				w.acquired[f.Session] = true
+				delete(w.waiting, wait{n, f.Session})
 			}
 		case PassFailed:
 			role := "receiver"
 			if f.Reason == "ack_timeout" {
 				role = "sender"
+			} else {
+				delete(w.waiting, wait{n, f.Session})
 			}
 			w.failed[fmt.Sprintf("%s@%s@%d", role, n, f.Session)] = true
 		}
@@ -318,6 +335,11 @@ func (w *world) quiescent() bool {
 // outcome classifies a quiescent state into the cases of 002 §3.1, or
 // returns a violation.
 func (w *world) outcome() (string, error) {
+	for _, wt := range sortedKeys(w.waiting, wait.compare) {
+		if w.eps[wt.node] != nil {
+			return "", fmt.Errorf("%s acked session %d and never reported how its wait for the Commit ended (acquired or commit timeout)", wt.node, wt.session)
+		}
+	}
 	h := w.holders()
 	switch {
 	case len(h) == 1 && h[0] == "A" && !w.anyAcquired():
@@ -347,6 +369,13 @@ func (w *world) outcome() (string, error) {
 }
 
 func (w *world) anyAcquired() bool { return len(w.acquired) > 0 }
+
+func (a wait) compare(b wait) int {
+	if c := strings.Compare(a.node, b.node); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.session, b.session)
+}
 
 // fingerprint is a canonical encoding of the state: timers are relative to
 // each node's clock, in-flight datagrams sorted. It is the hot spot of the
@@ -441,6 +470,11 @@ func (w *world) fingerprint() string {
 	for _, f := range sortedKeys(w.failed, strings.Compare) {
 		str(f)
 	}
+	b = append(b, '|')
+	for _, wt := range sortedKeys(w.waiting, wait.compare) {
+		str(wt.node)
+		num(int64(wt.session))
+	}
 	num(int64(w.repasses))
 	num(int64(w.dupBudget))
 	return string(b)
@@ -534,6 +568,32 @@ var (
 			w.collect("A")
 		}}}
 	}}
+	// A passes to B; if that fails, A passes to C in the same session, and
+	// C passes on to B (session 2): B may still wait for the Commit of
+	// session 1 when the Move of session 2 arrives, and must report that
+	// wait as failed (README "The failure split").
+	scenarioDetour = &scenario{name: "A→B fails, A→C→B", nodes: []string{"A", "B", "C"}, act: func(w *world) []action {
+		a, c := w.eps["A"], w.eps["C"]
+		switch {
+		case w.repasses == 0 && a != nil && w.failed["sender@A@1"] && a.Holds(tok) && !a.Passing(tok):
+			return []action{{"A passes to C", func(w *world) {
+				w.repasses++
+				if err := w.eps["A"].Pass(w.clk["A"], tok, "C"); err != nil {
+					panic(err)
+				}
+				w.collect("A")
+			}}}
+		case w.repasses == 1 && c != nil && c.Holds(tok) && !c.Passing(tok):
+			return []action{{"C passes to B", func(w *world) {
+				w.repasses++
+				if err := w.eps["C"].Pass(w.clk["C"], tok, "B"); err != nil {
+					panic(err)
+				}
+				w.collect("C")
+			}}}
+		}
+		return nil
+	}}
 	// A passes to B; once B holds the token it passes it back (session 2)
 	// while datagrams of session 1 may still be in flight or replayed.
 	scenarioReturn = &scenario{name: "A→B→A", nodes: []string{"A", "B"}, act: func(w *world) []action {
@@ -564,6 +624,7 @@ func TestModelExhaustive(t *testing.T) {
 		{scenarioSingle, 2, 2, 2, -1, []string{"passed-to-B", "kept-by-sender", "lost:commit-not-delivered", "lost:holder-crashed", "lost:crash-in-window"}},
 		{scenarioReroute, 1, 1, 1, 1, []string{"passed-to-B", "passed-to-C", "kept-by-sender", "lost:commit-not-delivered", "lost:holder-crashed"}},
 		{scenarioReturn, 1, 1, 1, 1, []string{"passed-to-A", "passed-to-B", "lost:commit-not-delivered", "lost:holder-crashed"}},
+		{scenarioDetour, 0, 0, 0, 0, []string{"passed-to-B", "passed-to-C", "kept-by-sender", "lost:commit-not-delivered", "lost:holder-crashed"}},
 	}
 	if testing.Short() {
 		cases = cases[:1]

@@ -3,8 +3,11 @@ package tokenpassing
 import (
 	"tokenbed/analysis"
 
+	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -246,4 +249,37 @@ func TestLiteralRejectionSummariesCount(t *testing.T) {
 		t.Errorf("rejections %v, want bad-signature 1000 (3 logged, 997 summarised) and malformed:type 50", s.Rejections)
 	}
 	wantVerdicts(t, s, allPass)
+}
+
+// Issue 13, the failure split: a receiver whose wait for the Commit is cut
+// short by a newer session of the token logs its commit timeout then
+// (agent/passing Receiver.Supersede), after the sender's ack timeout and
+// the pass of the newer session. That failure counts as detected by the
+// commit timeout (002 §3.3), one whose Move never got through by the ack
+// timeout, and neither is a loss. Without B's pass_failed line (the old
+// endpoint's log) both would count as ack timeouts.
+func TestLiteralSupersededWaitCountsAsCommitTimeout(t *testing.T) {
+	s, h := judgeFile(t, "superseded-wait.jsonl", literal{})
+	f := s.Failures
+	if f.Tolerated != 2 || f.AckTimeout != 1 || f.CommitTimeout != 1 {
+		t.Errorf("failures %+v: want 2 tolerated, 1 by the ack timeout, 1 by the commit timeout", f)
+	}
+	if len(s.Losses) != 0 {
+		t.Errorf("losses %+v: want none", s.Losses)
+	}
+	byCause := map[string]string{}
+	for _, x := range h.failures() {
+		byCause[fmt.Sprintf("%s>%s/%d", x.From, x.To, x.Session)] = x.DetectedBy
+	}
+	if want := map[string]string{"A>B/1": "commit_timeout", "B>A/3": "ack_timeout"}; !maps.Equal(byCause, want) {
+		t.Errorf("failures by cause %v, want %v", byCause, want)
+	}
+	// The old endpoint's log of the same run: B's superseded wait unreported.
+	h.evs = slices.DeleteFunc(h.evs, func(e ev) bool {
+		return e.agent == "B" && e.kind == eventlog.PassFailed && e.reason == "commit_timeout"
+	})
+	s = judge(input{info: results.RunInfo{Status: "ok"}, h: h, cf: capturedCommits(h)}).s
+	if f := s.Failures; f.Tolerated != 2 || f.AckTimeout != 2 || f.CommitTimeout != 0 {
+		t.Errorf("without B's report, failures %+v: want 2 by the ack timeout", f)
+	}
 }

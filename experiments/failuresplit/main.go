@@ -257,9 +257,11 @@ var positions = []position{
 type tally struct {
 	ack, commit int
 	// masked: failures counted as ack timeouts although the receiver had
-	// the Move (and acked it): its wait for the Commit was cut short by a
-	// newer session of the token (agent/passing: openReceiver), so it
-	// logged no commit timeout.
+	// the Move (and acked it), logged no commit timeout and did not
+	// acquire the token in that session. Before
+	// agent/passing reported a wait cut short by a newer session of the
+	// token (Receiver.Supersede), compressed runs masked many; now any is
+	// a receiver wait lost without a report.
 	masked int
 	losses []string
 }
@@ -301,7 +303,7 @@ func (t *tally) add(s *study, dir string) {
 		session        uint64
 		sender, receiv string
 	}
-	moved, timedOut := map[key]bool{}, map[key]bool{}
+	moved, timedOut, acquired := map[key]bool{}, map[key]bool{}, map[key]bool{}
 	var failed []key
 	for _, a := range []string{"A", "B", "C"} {
 		evs, err := eventlog.ReadFile(filepath.Join(dir, results.LogsDir, a+".jsonl"))
@@ -314,13 +316,18 @@ func (t *tally) add(s *study, dir string) {
 				moved[key{e.Token, e.Session, e.Peer, a}] = true
 			case e.Kind == eventlog.PassFailed && e.Reason == "commit_timeout":
 				timedOut[key{e.Token, e.Session, e.Peer, a}] = true
+			case e.Kind == eventlog.TokenAcquired && e.Session > 0:
+				acquired[key{e.Token, e.Session, e.Peer, a}] = true
 			case e.Kind == eventlog.PassFailed && e.Reason == "ack_timeout":
 				failed = append(failed, key{e.Token, e.Session, a, e.Peer})
 			}
 		}
 	}
 	for _, k := range failed {
-		if moved[k] && !timedOut[k] {
+		// A later pass of the same session to the same receiver that got
+		// through (the sender picked it again) ended the wait with the
+		// token: no commit timeout to report.
+		if moved[k] && !timedOut[k] && !acquired[k] {
 			t.masked++
 		}
 	}
