@@ -40,7 +40,10 @@
 // cut off from the leader stops serving before the leader can declare it
 // DOWN and let others reclaim its tokens: beyond the seed, which relies
 // on the clients alone to discard late messages (001 "When a Server
-// Crashes"); both guards are kept.
+// Crashes"); both guards are kept. Nor does a server serve while it holds
+// a global state that moves names (a server newly DOWN or not, or a new
+// life) that it does not yet know a majority of servers holds: see
+// "Fencing numbers" and Server.act.
 //
 // # Fencing numbers (beyond the seed, issue 14)
 //
@@ -49,9 +52,13 @@
 // client reports, with Epoch = the version of the global state it holds
 // at that moment; each grant increments Counter. Responsibility for a
 // name passes from server A to server B only through a global state
-// version in which A is DOWN or B BOOTING, and A stops creating entries
-// for the name once it holds that version; every version A held before
-// is lower. Reported or transferred fences raise the entry's fence
+// version V in which A is DOWN or B BOOTING, and A stops creating entries
+// for the name once it holds V. No server acts on V (queries the
+// clients, hands off or serves names) before a majority of servers holds
+// V (Server.act): V is then in the global state of every later leader,
+// so every version A can hold is either lower than V or says A is DOWN
+// (or B BOOTING), and every entry A creates for the name has a lower
+// epoch than B's. Reported or transferred fences raise the entry's fence
 // (never lower it). Hence the guarantee: for each name, the grants made
 // by the servers responsible for it, in the order of the global states
 // that made them responsible, carry strictly increasing fences; and a
@@ -62,7 +69,10 @@
 // successor, including the case 001 calls unavoidable: a client falsely
 // declared down, whose token is granted again with a higher Counter.
 // What fences do not give: a resource that never saw the successor's
-// fence cannot know the stale one is stale.
+// fence cannot know the stale one is stale. The servers keep nothing on
+// disk: if servers of the majority that held V restart before the next
+// election (forgetting V), a later leader may lack V, and the guarantee
+// does not hold.
 package server
 
 import (
@@ -589,9 +599,10 @@ func moves(old, ng msg.Global) bool {
 // server (hand off names, query the clients, send transfers), once a
 // majority holds it; until then the server serves nothing.
 //
-// Why (issue 14's fencing guarantee; 001 "When a Server Crashes" lets
-// the survivors serve a DOWN server's names after querying the
-// clients): a leader cut off from the majority may still count a server
+// Why (issue 14's fencing guarantee, see the package comment; 001
+// "Receiving global state" and "When a Server Crashes" let survivors
+// serve a DOWN server's names once they have queried the clients, and
+// say nothing of a leader that is itself cut off): a leader cut off from the majority may still count a server
 // it heard less than ServerDownTicks ago, declare another server DOWN,
 // and serve that server's names with fences of its new version. If the
 // majority never held that version, its next leader does not have it,
