@@ -8,7 +8,9 @@ import (
 
 	"github.com/cockroachdb/datadriven"
 
+	"tokenbed/agent/eventlog"
 	"tokenbed/agent/ftn/client"
+	"tokenbed/agent/ftn/ftnlog"
 	"tokenbed/agent/ftn/msg"
 )
 
@@ -138,9 +140,39 @@ func run(t *testing.T, d *datadriven.TestData, cp **Cluster) (string, error) {
 	case "heal":
 		c.Heal()
 		return "ok", nil
+	case "fences":
+		return fences(c.Log())
 	case "owner":
 		name := strArg(t, d, "name")
 		return fmt.Sprintf("sequence=%v owner=s%d", msg.Sequence(name, len(c.servers)), c.Owner(name)), nil
 	}
 	return "", fmt.Errorf("unknown command %q", d.Cmd)
+}
+
+// fences checks the fencing guarantee on the clients' histories:
+// per name, every acquire completed ok carries a fence above those of the
+// acquires completed before it. It prints "ok" or each pair out of order.
+func fences(log []eventlog.Event) (string, error) {
+	last := map[string]msg.Fence{}
+	var bad []string
+	for _, e := range log {
+		r, ok, err := ftnlog.Parse(e)
+		if err != nil {
+			return "", err
+		}
+		if !ok || e.Kind != ftnlog.Complete || r.Op != ftnlog.OpName(msg.Acquire) || r.Result != ftnlog.OK {
+			continue
+		}
+		f := r.Fence()
+		if l, seen := last[r.Name]; seen && f.Compare(l) <= 0 {
+			bad = append(bad, fmt.Sprintf("%s: %s %s after %s", r.Name, r.Client, f, l))
+		}
+		if l := last[r.Name]; f.Compare(l) > 0 {
+			last[r.Name] = f
+		}
+	}
+	if len(bad) == 0 {
+		return "ok", nil
+	}
+	return "out of order:\n" + strings.Join(bad, "\n"), nil
 }

@@ -103,7 +103,10 @@ type Msg struct {
 	Kind Kind
 
 	Term    uint64 // VoteReq, VoteResp, StateMsg, Heartbeat
-	Version uint64 // global state version the sender knows (or of a query, transfer)
+	Version uint64 // global state version the sender knows (or of a query, transfer); Heartbeat: the version the server acknowledges holding
+	// Commit (StateMsg): the highest version of the leader's term that a
+	// majority of servers has acknowledged holding.
+	Commit  uint64 `json:",omitempty"`
 	Server  int    // Query: the querier; Redirect: the leader (-1: none)
 	Inc     uint64 // Heartbeat, Reply, Query: the sending server's incarnation; Transfer: the receiver's
 	Granted bool   // VoteResp
@@ -135,10 +138,12 @@ func (m Msg) String() string {
 		f("term=%d v=%s pre=%v", m.Term, VersionString(m.Version), m.Pre)
 	case VoteResp:
 		f("term=%d granted=%v pre=%v", m.Term, m.Granted, m.Pre)
-	case StateMsg, HeartbeatAck:
+	case StateMsg:
+		f("%s commit=%s", m.Global, VersionString(m.Commit))
+	case HeartbeatAck:
 		f("%s", m.Global)
 	case Heartbeat:
-		f("term=%d %s/%d", m.Term, m.State, m.Inc)
+		f("term=%d %s/%d v=%s", m.Term, m.State, m.Inc, VersionString(m.Version))
 	case Transfer:
 		f("v=%s inc=%d", VersionString(m.Version), m.Inc)
 		for _, t := range m.Tokens {

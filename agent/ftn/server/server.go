@@ -40,7 +40,10 @@
 // cut off from the leader stops serving before the leader can declare it
 // DOWN and let others reclaim its tokens: beyond the seed, which relies
 // on the clients alone to discard late messages (001 "When a Server
-// Crashes"); both guards are kept.
+// Crashes"); both guards are kept. Nor does a server serve while it holds
+// a global state that moves names (a server newly DOWN or not, or a new
+// life) that it does not yet know a majority of servers holds: see
+// "Fencing numbers" and Server.act.
 //
 // # Fencing numbers (beyond the seed, issue 14)
 //
@@ -49,9 +52,13 @@
 // client reports, with Epoch = the version of the global state it holds
 // at that moment; each grant increments Counter. Responsibility for a
 // name passes from server A to server B only through a global state
-// version in which A is DOWN or B BOOTING, and A stops creating entries
-// for the name once it holds that version; every version A held before
-// is lower. Reported or transferred fences raise the entry's fence
+// version V in which A is DOWN or B BOOTING, and A stops creating entries
+// for the name once it holds V. No server acts on V (queries the
+// clients, hands off or serves names) before a majority of servers holds
+// V (Server.act): V is then in the global state of every later leader,
+// so every version A can hold is either lower than V or says A is DOWN
+// (or B BOOTING), and every entry A creates for the name has a lower
+// epoch than B's. Reported or transferred fences raise the entry's fence
 // (never lower it). Hence the guarantee: for each name, the grants made
 // by the servers responsible for it, in the order of the global states
 // that made them responsible, carry strictly increasing fences; and a
@@ -62,7 +69,10 @@
 // successor, including the case 001 calls unavoidable: a client falsely
 // declared down, whose token is granted again with a higher Counter.
 // What fences do not give: a resource that never saw the successor's
-// fence cannot know the stale one is stale.
+// fence cannot know the stale one is stale. The servers keep nothing on
+// disk: if servers of the majority that held V restart before the next
+// election (forgetting V), a later leader may lack V, and the guarantee
+// does not hold.
 package server
 
 import (
@@ -204,9 +214,17 @@ type Server struct {
 	g     msg.Global
 	inc   uint64
 	phase phase
+	// committed is the highest version known to be held by a majority
+	// (see "Acting on a global state"); moveAt the version of the last
+	// global state that moved responsibility for names; pendingRound a
+	// client query round owed once moveAt is committed.
+	committed    uint64
+	moveAt       uint64
+	pendingRound bool
 
 	// leader only
 	heard       []int64
+	acked       []uint64 // per server, the highest version of this term it acknowledged
 	heardClient map[uint64]int64
 	regs        map[regKey]uint64
 	nextClient  uint64
@@ -279,7 +297,7 @@ func (s *Server) State() msg.State {
 
 // Serving reports whether the server answers client requests now.
 func (s *Server) Serving() bool {
-	if s.phase != ready || s.round != nil || s.leader < 0 {
+	if s.phase != ready || s.round != nil || s.pendingRound || s.leader < 0 || !s.settled() {
 		return false
 	}
 	return s.IsLeader() || s.tick-s.lastState <= int64(s.cfg.LeaseTicks)
@@ -402,16 +420,24 @@ func (s *Server) stepServer(i int, m msg.Msg) {
 		s.leader = i
 		s.lastState = s.tick
 		s.resetElection()
-		if m.Global.Version > s.g.Version {
+		newer := m.Global.Version > s.g.Version
+		if newer {
 			s.adopt(m.Global.Clone())
 		}
 		if !known {
 			s.event(msg.Event{Kind: "follow", Server: i, Version: s.g.Version})
-			s.heartbeat()
+		}
+		if !known || newer {
+			s.heartbeat() // acknowledges the version at once
+		}
+		if m.Commit > s.committed && m.Commit <= s.g.Version {
+			s.committed = m.Commit
+			s.act()
 		}
 	case msg.Heartbeat:
 		if s.IsLeader() && m.Term == s.term {
 			s.accept(i, m.State, m.Inc)
+			s.ack(i, m.Version)
 		}
 	case msg.Transfer:
 		s.receiveTransfer(i, m)
@@ -500,6 +526,7 @@ func (s *Server) becomeLeader() {
 	for i := range s.heard {
 		s.heard[i] = s.tick
 	}
+	s.acked = make([]uint64, s.n)
 	// A grace period for every listed client: it may have been talking to
 	// the old leader.
 	s.heardClient = map[uint64]int64{}
@@ -522,14 +549,95 @@ func (s *Server) becomeLeader() {
 func (s *Server) publish(g msg.Global) {
 	g.Version = max(g.Version, s.g.Version) + 1
 	s.adopt(g)
+	s.ack(s.cfg.Self, s.g.Version)
 	s.broadcast()
+}
+
+// ack records that server i holds version v (leader only). Only versions
+// of this term count: a follower may still hold one of a deposed leader's
+// that this leader never had (etcd raft commits only its own term's
+// entries by counting, for the same reason).
+func (s *Server) ack(i int, v uint64) {
+	if v < s.term<<32 || v <= s.acked[i] {
+		return
+	}
+	s.acked[i] = v
+	a := slices.Clone(s.acked)
+	slices.Sort(a)
+	if c := a[s.n-(s.n/2+1)]; c > s.committed {
+		was := s.settled()
+		s.committed = c
+		if !was {
+			s.act()
+		}
+	}
+}
+
+// settled reports whether the last global state that moved
+// responsibility for names is known to be held by a majority.
+func (s *Server) settled() bool { return s.committed >= s.moveAt }
+
+// moves reports whether going from old to ng may move responsibility
+// for a name: a server became or ceased to be DOWN, or has a new life
+// (owed a transfer), or ng comes from another term's leader, whose
+// history may not contain old (a deposed leader's versions that no
+// majority held).
+func moves(old, ng msg.Global) bool {
+	if old.Version>>32 != ng.Version>>32 || len(old.Servers) != len(ng.Servers) {
+		return true
+	}
+	for i, st := range ng.Servers {
+		was := old.Servers[i]
+		if (st.State == msg.Down) != (was.State == msg.Down) || st.Inc != was.Inc {
+			return true
+		}
+	}
+	return false
+}
+
+// act does what a global state that moved responsibility asks of this
+// server (hand off names, query the clients, send transfers), once a
+// majority holds it; until then the server serves nothing.
+//
+// Why (issue 14's fencing guarantee, see the package comment; 001
+// "Receiving global state" and "When a Server Crashes" let survivors
+// serve a DOWN server's names once they have queried the clients, and
+// say nothing of a leader that is itself cut off): a leader cut off from the majority may still count a server
+// it heard less than ServerDownTicks ago, declare another server DOWN,
+// and serve that server's names with fences of its new version. If the
+// majority never held that version, its next leader does not have it,
+// and the server declared DOWN goes on granting the same names with
+// fences of its older epoch: lower than the fence already issued, though
+// issued later (a netns run of ftn-leader-partition did exactly this).
+// Waiting for a majority makes such a fence impossible to issue: a
+// version a majority held is in the global state of every later leader
+// (a vote goes only to a candidate whose version is at least the
+// voter's, and one voter of every majority held it), so every server
+// that learns of a later version learns it is DOWN, and every entry it
+// created has a lower epoch than those of its successors. The argument
+// assumes the servers of that majority do not restart meanwhile (a
+// restarted server has forgotten the versions it held).
+func (s *Server) act() {
+	if s.phase == initial || !s.settled() {
+		return
+	}
+	s.handOff()
+	if s.pendingRound {
+		s.pendingRound = false
+		s.startRound()
+	}
+	s.flushTransfers()
+	s.checkBoot()
+	for _, name := range s.Tokens() {
+		s.grant(name)
+	}
 }
 
 func (s *Server) broadcast() {
 	for i := range s.n {
 		if i != s.cfg.Self {
 			g := s.g.Clone()
-			s.send(i, msg.Msg{Kind: msg.StateMsg, Term: s.term, Global: &g})
+			s.send(i, msg.Msg{Kind: msg.StateMsg, Term: s.term, Global: &g, Commit: s.committed})
 		}
 	}
 }
@@ -621,7 +729,7 @@ func (s *Server) heartbeat() {
 		s.accept(s.cfg.Self, s.State(), s.inc)
 		return
 	}
-	s.send(s.leader, msg.Msg{Kind: msg.Heartbeat, Term: s.term, State: s.State(), Inc: s.inc})
+	s.send(s.leader, msg.Msg{Kind: msg.Heartbeat, Term: s.term, State: s.State(), Inc: s.inc, Version: s.g.Version})
 }
 
 // adopt makes ng the global state and reacts to what changed (001
@@ -629,6 +737,9 @@ func (s *Server) heartbeat() {
 func (s *Server) adopt(ng msg.Global) {
 	old := s.g
 	s.g = ng
+	if moves(old, ng) {
+		s.moveAt = ng.Version
+	}
 	me := ng.Servers[s.cfg.Self]
 	if s.phase != initial && me.Inc == s.inc && me.State == msg.Down {
 		s.reinit()
@@ -672,12 +783,10 @@ func (s *Server) adopt(ng msg.Global) {
 	if len(gone) > 0 {
 		s.freeClients(gone)
 	}
-	s.handOff()
 	if downs && !s.cfg.SkipRecoveryQuery {
-		s.startRound()
+		s.pendingRound = true
 	}
-	s.flushTransfers()
-	s.checkBoot()
+	s.act()
 }
 
 // reinit: marked DOWN while alive, the server forgets everything and
@@ -688,6 +797,7 @@ func (s *Server) reinit() {
 	s.tokens = map[string]*token{}
 	s.outgoing = map[int]*transfer{}
 	s.round = nil
+	s.pendingRound = false
 	s.waitTransfer = nil
 	s.phase = initial
 	s.inc++
@@ -708,13 +818,12 @@ func (s *Server) startBoot() {
 			s.outgoing[i] = &transfer{inc: st.Inc, version: s.g.Version, dirty: true}
 		}
 	}
-	s.startRound()
-	s.flushTransfers()
-	s.checkBoot()
+	s.pendingRound = true
+	s.act()
 }
 
 func (s *Server) checkBoot() {
-	if s.phase != booting || s.round != nil || len(s.waitTransfer) > 0 {
+	if s.phase != booting || s.round != nil || s.pendingRound || !s.settled() || len(s.waitTransfer) > 0 {
 		return
 	}
 	s.phase = ready
@@ -903,7 +1012,7 @@ func (s *Server) queryReply(from msg.Peer, m msg.Msg) {
 func (s *Server) retry() {
 	due := func(at int64) bool { return s.tick-at >= int64(s.cfg.RetryTicks) }
 	for i := range s.n {
-		if t := s.outgoing[i]; t != nil && !t.acked && due(t.sentAt) {
+		if t := s.outgoing[i]; t != nil && !t.acked && due(t.sentAt) && s.settled() {
 			t.sentAt = s.tick
 			s.send(i, msg.Msg{Kind: msg.Transfer, Version: t.version, Inc: t.inc, Tokens: t.tokens})
 		}
