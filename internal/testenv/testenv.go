@@ -12,6 +12,7 @@
 package testenv
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -89,5 +90,15 @@ func RequireUML(t testing.TB) {
 			t.Fatalf("User Mode Linux is not usable here (run `make deps`): %v", err)
 		}
 		t.Skipf("SKIP: User Mode Linux is not usable and this is not root, so `make deps` cannot install it: %v", err)
+	}
+	// A boot shows what an installed kernel cannot do on this host. A
+	// kernel that cannot run processes on this CPU is a missing feature
+	// of the machine, said loudly; any other failure of the probe is a
+	// broken setup.
+	if err := uml.Probe(); errors.Is(err, uml.ErrHostCPU) {
+		fmt.Fprintf(os.Stderr, "testenv: SKIPPING %s: User Mode Linux cannot run on this host CPU, so nothing that needs UML (kernel sch_netem on this host) is tested here: %v\n", t.Name(), err)
+		t.Skipf("SKIP: User Mode Linux cannot run guest processes on this host CPU: %v", err)
+	} else if err != nil {
+		t.Fatalf("User Mode Linux is installed but a guest does not boot: %v", err)
 	}
 }

@@ -27,7 +27,29 @@ var (
 	ErrSetup = errors.New("uml: guest setup failed")
 	// ErrExec: the guest could not execute the job's program.
 	ErrExec = errors.New("uml: job could not be executed in the guest")
+	// ErrHostCPU: this UML kernel cannot run user processes on this host's
+	// CPU. UML 6.1 (Debian bookworm's user-mode-linux) restores a guest
+	// process's FPU state with PTRACE_SETREGSET and a fixed-size XSAVE
+	// buffer; the host kernel refuses any size but its own (EFAULT), and
+	// on a CPU with AMX (cpu flag amx_tile) the host's XSAVE area is
+	// larger than UML's buffer. The guest's init dies of SIGSEGV before
+	// it runs. Errors of this kind also match ErrGuestPanic.
+	ErrHostCPU = errors.New("uml: this User Mode Linux kernel cannot run processes on this host CPU")
 )
+
+// fpRegsMarker is what UML prints when the host refuses a process's FPU
+// state (arch/um/kernel/skas: "userspace - ptrace set fp regs failed").
+const fpRegsMarker = "ptrace set fp regs failed"
+
+// panicError is the error of a guest that panicked: ErrHostCPU as well
+// when the console shows the FPU state refused, ErrGuestPanic alone
+// otherwise.
+func panicError(how, console string) error {
+	if strings.Contains(console, fpRegsMarker) {
+		return fmt.Errorf("%w (%s): %w: the host's XSAVE area is larger than this UML kernel's FPU buffer (CPU with AMX?); a newer user-mode-linux is needed%s", ErrGuestPanic, how, ErrHostCPU, panicExcerpt(console))
+	}
+	return fmt.Errorf("%w (%s)%s", ErrGuestPanic, how, panicExcerpt(console))
+}
 
 // ModuleError reports a kernel module that is unknown to the UML module tree
 // or failed to load in the guest.

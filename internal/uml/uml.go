@@ -669,11 +669,11 @@ func (r *instance) verdict(res *Result, ex exitInfo, stopErr error, panicked boo
 	ws, _ := ex.state.Sys().(syscall.WaitStatus)
 	switch {
 	case panicked:
-		return fmt.Errorf("%w (the guest's PID 1 exited, or the kernel crashed)%s", ErrGuestPanic, panicExcerpt(res.Console))
+		return panicError("the guest's PID 1 exited, or the kernel crashed", res.Console)
 	case stopErr != nil:
 		return stopErr
 	case ws.Signaled() && ws.Signal() == syscall.SIGABRT:
-		return fmt.Errorf("%w (linux.uml died of SIGABRT; PID 1 exited or the kernel panicked)%s", ErrGuestPanic, panicExcerpt(res.Console))
+		return panicError("linux.uml died of SIGABRT; PID 1 exited or the kernel panicked", res.Console)
 	case ws.Signaled():
 		return fmt.Errorf("%w: linux.uml was killed by %v before the job finished%s", ErrNoStatus, ws.Signal(), consoleTail(res.Console, 15))
 	}
