@@ -1,6 +1,7 @@
 package wandering
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"os"
@@ -290,7 +291,7 @@ func quiet(ops []Op) (longest, at, span float64) {
 		return 0, 0, 0
 	}
 	ops = slices.Clone(ops)
-	slices.SortFunc(ops, func(a, b Op) int { return cmpFloat(a.Start, b.Start) })
+	slices.SortFunc(ops, func(a, b Op) int { return cmp.Compare(a.Start, b.Start) })
 	first, end := ops[0].Start, ops[0].End
 	for _, o := range ops[1:] {
 		if g := o.Start - end; g > longest {
@@ -299,16 +300,6 @@ func quiet(ops []Op) (longest, at, span float64) {
 		end = max(end, o.End)
 	}
 	return longest, at, end - first
-}
-
-func cmpFloat(a, b float64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 func simShares(r *Run) (s [4]float64) {

@@ -6,6 +6,7 @@
 package msg
 
 import (
+	"cmp"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -79,7 +80,7 @@ func (g Global) Clone() Global {
 
 // Client returns the entry of client id.
 func (g *Global) Client(id uint64) (ClientEntry, bool) {
-	i, ok := slices.BinarySearchFunc(g.Clients, id, func(c ClientEntry, id uint64) int { return cmpU64(c.ID, id) })
+	i, ok := slices.BinarySearchFunc(g.Clients, id, func(c ClientEntry, id uint64) int { return cmp.Compare(c.ID, id) })
 	if !ok {
 		return ClientEntry{}, false
 	}
@@ -124,16 +125,6 @@ func VersionString(v uint64) string { return fmt.Sprintf("%d.%d", v>>32, v&0xfff
 // IDString prints a client ID as TERM.N (the leader's term and its count).
 func IDString(id uint64) string { return fmt.Sprintf("c%d.%d", id>>32, id&0xffffffff) }
 
-func cmpU64(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
-
 // Mode is how a token is reserved (001 "Tokens").
 type Mode uint8
 
@@ -164,10 +155,10 @@ type Fence struct {
 
 // Compare orders fences: by Epoch, then Counter.
 func (f Fence) Compare(g Fence) int {
-	if c := cmpU64(f.Epoch, g.Epoch); c != 0 {
+	if c := cmp.Compare(f.Epoch, g.Epoch); c != 0 {
 		return c
 	}
-	return cmpU64(f.Counter, g.Counter)
+	return cmp.Compare(f.Counter, g.Counter)
 }
 
 // IsZero reports whether f is unset.
