@@ -30,6 +30,9 @@ vet: deps
 # Everything: formatting, vet, unit tests, protocol model check, loopback
 # circulation, and the tests that need root (namespaces, UML, containers).
 test: deps fmt-check vet
+	@# What this host can exercise (sch_netem, TUN, UML): a test that needs
+	@# what is missing skips with its reason (go test -v shows it).
+	-@$(GO) run ./harness preflight
 	$(GO) test -count=1 -timeout 40m ./...
 
 # The tests that need no root, in under two minutes: under -short every

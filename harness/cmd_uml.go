@@ -17,7 +17,9 @@ import (
 // UMLModules are what a run needs from the guest kernel.
 var UMLModules = []string{"sch_netem", "sch_htb", "cls_u32", "veth", "bridge"}
 
-func umlAvailable() error { return uml.Available() }
+// umlAvailable boots a probe guest (uml.Probe): an installed kernel that
+// cannot run processes on this CPU (uml.ErrHostCPU) is not usable.
+func umlAvailable() error { return uml.Probe() }
 
 // runInUML runs the whole experiment inside a User Mode Linux guest, whose
 // kernel has sch_netem: the same harness binary, with --impair kernel, on
