@@ -56,6 +56,7 @@ package ftn
 //     evidence of anything.
 
 import (
+	"bytes"
 	"cmp"
 	"crypto/x509"
 	"errors"
@@ -70,6 +71,7 @@ import (
 	"strings"
 
 	"github.com/gopacket/gopacket"
+	"github.com/gopacket/gopacket/ip4defrag"
 	"github.com/gopacket/gopacket/layers"
 	"github.com/gopacket/gopacket/pcapgo"
 
@@ -203,7 +205,8 @@ func CheckCapture(rd io.Reader, o CaptureOptions) (*CaptureReport, error) {
 		inst string
 		raw  bool
 	}{}
-	byKey := map[string]*seen{} // by signature: unique per datagram, and equal in its copies
+	defrag := map[int]*ip4defrag.IPv4Defragmenter{} // by interface
+	byKey := map[string]*seen{}                     // by signature: unique per datagram, and equal in its copies
 	var all []*seen
 	for {
 		data, ci, err := r.ReadPacketData()
@@ -231,6 +234,27 @@ func CheckCapture(rd io.Reader, o CaptureOptions) (*CaptureReport, error) {
 			p = rawParser
 		}
 		_ = p.DecodeLayers(data, &dec)
+		if slices.Contains(dec, layers.LayerTypeIPv4) && (ip4.Flags&layers.IPv4MoreFragments != 0 || ip4.FragOffset != 0) {
+			// A global state listing tens of clients is larger than the
+			// MTU, and the kernel fragments it (ftn-5x50: 37,376 fragments);
+			// reassemble per interface, as the receiver does, or the
+			// States that drop a client are never read.
+			d := defrag[ci.InterfaceIndex]
+			if d == nil {
+				d = ip4defrag.NewIPv4Defragmenter()
+				defrag[ci.InterfaceIndex] = d
+			}
+			frag := ip4 // the defragmenter keeps what it is given
+			frag.Payload = bytes.Clone(ip4.Payload)
+			whole, err := d.DefragIPv4WithTimestamp(&frag, ci.Timestamp)
+			if err != nil || whole == nil || whole.Protocol != layers.IPProtocolUDP {
+				continue // not whole yet, or fragments that make no datagram
+			}
+			if udp.DecodeFromBytes(whole.Payload, gopacket.NilDecodeFeedback) != nil {
+				continue
+			}
+			dec = append(dec[:0], layers.LayerTypeIPv4, layers.LayerTypeUDP)
+		}
 		if len(dec) == 0 || dec[len(dec)-1] != layers.LayerTypeUDP || len(udp.Payload) < 2 || udp.Payload[0] != 'F' || udp.Payload[1] != 'T' {
 			continue // not FTN (the harness's annotations, ARP, ...)
 		}

@@ -35,7 +35,8 @@ import (
 // sender index and incarnation). Each datagram is
 // captured leaving FROM's interface at TIME and arriving at TO's 0.2 ms
 // later, as the harness captures both ends; "lost" keeps only the first,
-// "forged" sends it under a certificate of another CA.
+// "forged" sends it under a certificate of another CA, "fragmented" sends
+// it in IPv4 fragments.
 //
 // literalCapture encodes and signs each datagram (agent/ftn/codec, a CA
 // seeded for the test) and writes the pcapng the simulator's capture
@@ -117,12 +118,14 @@ func literalCapture(t *testing.T, text string, pos string) ([]byte, *x509.Certif
 		if m.Kind == 0 {
 			bad("unknown kind %q", f[2])
 		}
-		lost, forge := false, false
+		lost, forge, frag := false, false, false
 		for _, kv := range f[3:] {
 			k, v, _ := strings.Cut(kv, "=")
 			switch k {
 			case "lost":
 				lost = true
+			case "fragmented":
+				frag = true
 			case "forged":
 				forge = true
 			case "id":
@@ -185,9 +188,15 @@ func literalCapture(t *testing.T, text string, pos string) ([]byte, *x509.Certif
 		if err := gopacket.SerializeLayers(buf, gopacket.SerializeOptions{FixLengths: true, ComputeChecksums: true}, ip, udp, gopacket.Payload(d)); err != nil {
 			bad("%v", err)
 		}
-		recs = append(recs, rec{fi, at, buf.Bytes()})
-		if !lost {
-			recs = append(recs, rec{ti, at.Add(200 * time.Microsecond), buf.Bytes()})
+		pkts := [][]byte{buf.Bytes()}
+		if frag {
+			pkts = fragments(t, ip, buf.Bytes()[20:])
+		}
+		for _, p := range pkts {
+			recs = append(recs, rec{fi, at, p})
+			if !lost {
+				recs = append(recs, rec{ti, at.Add(200 * time.Microsecond), p})
+			}
 		}
 	}
 	slices.SortStableFunc(recs, func(a, b rec) int { return a.at.Compare(b.at) })
@@ -213,6 +222,26 @@ func literalCapture(t *testing.T, text string, pos string) ([]byte, *x509.Certif
 		t.Fatal(err)
 	}
 	return out.Bytes(), cert
+}
+
+// fragments splits an IPv4 packet's payload (its UDP header and data) in
+// 64-byte fragments, as a kernel does a datagram larger than the MTU.
+func fragments(t *testing.T, ip *layers.IPv4, payload []byte) [][]byte {
+	t.Helper()
+	var out [][]byte
+	for off := 0; off < len(payload); off += 64 {
+		f := *ip
+		f.Id, f.FragOffset = 77, uint16(off/8)
+		if off+64 < len(payload) {
+			f.Flags = layers.IPv4MoreFragments
+		}
+		buf := gopacket.NewSerializeBuffer()
+		if err := gopacket.SerializeLayers(buf, gopacket.SerializeOptions{FixLengths: true, ComputeChecksums: true}, &f, gopacket.Payload(payload[off:min(off+64, len(payload))])); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, buf.Bytes())
+	}
+	return out
 }
 
 // literalID parses TERM.N (a client ID or a version).
