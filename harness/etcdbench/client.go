@@ -178,9 +178,20 @@ func etcdLeaderName(ctx context.Context, endpoints []string) (string, error) {
 		return "", err
 	}
 	defer cli.Close()
+	// Each endpoint gets its share of the time: a Status call to a
+	// crashed member waits for a connection until its context ends, and
+	// with one shared context that member, when listed first, used up
+	// the whole budget (CI: s0 crashed, no leader found at the end).
+	dl, ok := ctx.Deadline()
+	if !ok {
+		dl = time.Now().Add(5 * time.Second)
+	}
+	per := time.Until(dl) / time.Duration(len(endpoints))
 	var errs []error
 	for _, ep := range endpoints {
-		st, err := cli.Status(ctx, ep)
+		epCtx, cancel := context.WithTimeout(ctx, per)
+		st, err := cli.Status(epCtx, ep)
+		cancel()
 		if err != nil || st.Leader == 0 {
 			errs = append(errs, fmt.Errorf("%s: no leader known (%v)", ep, err))
 			continue

@@ -163,8 +163,10 @@ type Result struct {
 	OpsPerS float64
 	// Failover is the crash's measurement (Config.Crash), nil without.
 	Failover *Failover
-	// NewLeader is the server leading at the end of a run with a crash.
-	NewLeader string
+	// NewLeader is the server leading at the end of a run with a crash;
+	// NewLeaderErr says why none was found when it is "".
+	NewLeader    string
+	NewLeaderErr string
 	// Elected: FTN only, the crash to the next ftn_leader
 	// (analysis/ftn.Performance); -1 none or not FTN.
 	Elected time.Duration
@@ -280,7 +282,10 @@ func Run(ctx context.Context, c Config) (res Result, err error) {
 	if err == nil && c.Crash > 0 {
 		// Who leads at the end: the survivors should have elected
 		// another; "" when none is known.
-		res.NewLeader, _ = findLeader(start, c, servers, clients)
+		var lerr error
+		if res.NewLeader, lerr = findLeader(start, c, servers, clients); lerr != nil {
+			res.NewLeaderErr = lerr.Error()
+		}
 	}
 	// Clients first, so that their last operations find the servers up.
 	stop(cliProcs)
