@@ -7,7 +7,7 @@
 //	harness run [flags] EXPERIMENT.yaml   run an experiment (harness run -h)
 //	harness analyze RESULTS_DIR           recompute checks and report from logs and capture
 //	harness compare RUN_DIR_A RUN_DIR_B   compare two runs of one experiment (the simulator against real processes)
-//	harness pcap FILE [filters]           decoded per-session timeline of a capture
+//	harness pcap FILE [filters]           decoded timeline of a capture (token passing per session, FTN)
 //	harness preflight                     say which impairment path this machine takes, and why
 //	harness clean [--run RUNID]           remove what killed runs left behind
 //	harness swarm [flags] EXPERIMENT.yaml many simulated seeds with drawn faults (harness swarm -h)
@@ -85,7 +85,7 @@ func usage(w io.Writer) {
   harness run [flags] EXPERIMENT.yaml   run an experiment (harness run -h for flags)
   harness analyze RESULTS_DIR           recompute checks and report from logs and capture
   harness compare RUN_DIR_A RUN_DIR_B   compare two runs of one experiment (sim vs real), exit 1 outside tolerance
-  harness pcap FILE [filters]           decoded per-session timeline of a capture (harness pcap -h)
+  harness pcap FILE [filters]           decoded timeline of a capture: token passing per session, FTN (harness pcap -h)
   harness preflight                     which impairment path this machine takes, and why
   harness clean [--run RUNID]           remove leftovers of killed runs
   harness swarm [flags] EXPERIMENT.yaml many simulated seeds with drawn faults; shrinks failures (harness swarm -h)

@@ -56,7 +56,6 @@ package ftn
 //     evidence of anything.
 
 import (
-	"bytes"
 	"cmp"
 	"crypto/x509"
 	"errors"
@@ -71,7 +70,6 @@ import (
 	"strings"
 
 	"github.com/gopacket/gopacket"
-	"github.com/gopacket/gopacket/ip4defrag"
 	"github.com/gopacket/gopacket/layers"
 	"github.com/gopacket/gopacket/pcapgo"
 
@@ -80,6 +78,7 @@ import (
 	"tokenbed/agent/ftn/ftnlayer"
 	"tokenbed/agent/ftn/msg"
 	"tokenbed/analysis"
+	"tokenbed/analysis/ipv4frag"
 	"tokenbed/harness/results"
 )
 
@@ -205,8 +204,8 @@ func CheckCapture(rd io.Reader, o CaptureOptions) (*CaptureReport, error) {
 		inst string
 		raw  bool
 	}{}
-	defrag := map[int]*ip4defrag.IPv4Defragmenter{} // by interface
-	byKey := map[string]*seen{}                     // by signature: unique per datagram, and equal in its copies
+	var defrag ipv4frag.Reassembler
+	byKey := map[string]*seen{} // by signature: unique per datagram, and equal in its copies
 	var all []*seen
 	for {
 		data, ci, err := r.ReadPacketData()
@@ -234,19 +233,12 @@ func CheckCapture(rd io.Reader, o CaptureOptions) (*CaptureReport, error) {
 			p = rawParser
 		}
 		_ = p.DecodeLayers(data, &dec)
-		if slices.Contains(dec, layers.LayerTypeIPv4) && (ip4.Flags&layers.IPv4MoreFragments != 0 || ip4.FragOffset != 0) {
+		if slices.Contains(dec, layers.LayerTypeIPv4) && ipv4frag.IsFragment(&ip4) {
 			// A global state listing tens of clients is larger than the
 			// MTU, and the kernel fragments it (ftn-5x50: 37,376 fragments);
 			// reassemble per interface, as the receiver does, or the
 			// States that drop a client are never read.
-			d := defrag[ci.InterfaceIndex]
-			if d == nil {
-				d = ip4defrag.NewIPv4Defragmenter()
-				defrag[ci.InterfaceIndex] = d
-			}
-			frag := ip4 // the defragmenter keeps what it is given
-			frag.Payload = bytes.Clone(ip4.Payload)
-			whole, err := d.DefragIPv4WithTimestamp(&frag, ci.Timestamp)
+			whole, _, err := defrag.Add(ci.InterfaceIndex, &ip4, ci.Timestamp)
 			if err != nil || whole == nil || whole.Protocol != layers.IPProtocolUDP {
 				continue // not whole yet, or fragments that make no datagram
 			}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 
 	"tokenbed/agent/wire"
 )
@@ -20,18 +21,26 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		opts    Options
 		port    uint
 		session string
+		client  string
 		from    string
 		to      string
 	)
 	fs.UintVar(&port, "port", 7400, "the agents' UDP `port`")
-	fs.StringVar(&opts.Token, "token", "", "only the token `GEN@ORIGIN`")
-	fs.StringVar(&session, "session", "", "only the session `ID`")
-	fs.StringVar(&opts.Agent, "agent", "", "only what agent `NAME` sent or received")
+	fs.StringVar(&opts.Token, "token", "", "token passing: only the token `GEN@ORIGIN`")
+	fs.StringVar(&session, "session", "", "token passing: only the session `ID`")
+	fs.StringVar(&opts.Name, "name", "", "FTN: only what concerns the token `NAME` (requests and replies naming it, transfers and query replies listing it)")
+	fs.StringVar(&client, "client", "", "FTN: only what concerns the client `ID` (c1.7 or 1.7: its requests, the replies to them, transfers listing it)")
+	fs.StringVar(&opts.Agent, "agent", "", "only what the agent or FTN member `NAME` sent or received")
 	fs.StringVar(&from, "from", "", "start of the time window: an RFC 3339 `time` or an offset from the start of the capture (+1.5s)")
 	fs.StringVar(&to, "to", "", "end of the time window: a `time` like -from")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: harness pcap [flags] FILE\n\n"+
-			"Prints the per-session timeline of a tokenbed capture (pcapng or pcap).\n\nFlags:\n")
+			"Prints the timeline of a tokenbed capture (pcapng or pcap): token passing datagrams\n"+
+			"by (token, session), then the FTN lock service's datagrams (seed 001) in time order,\n"+
+			"one decoded line each, with IPv4 fragments reassembled per interface. Signatures are\n"+
+			"not checked (for FTN runs, harness analyze's capture checks verify them with the run's CA).\n\n"+
+			"The filters combine: -token and -session select token passing and hide FTN;\n"+
+			"-name and -client select FTN and hide token passing; -agent, -from and -to apply to both.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 
@@ -74,6 +83,13 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		}
 		opts.Session, opts.HasSession = s, true
 	}
+	if client != "" {
+		id, err := parseClientID(client)
+		if err != nil {
+			return usage("-client %v", err)
+		}
+		opts.Client = id
+	}
 	var err error
 	if from != "" {
 		if opts.From, err = ParseBound(from); err != nil {
@@ -95,4 +111,16 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// parseClientID parses an FTN client ID as msg.IDString prints it
+// (c1.7: the leader's term and its count), with or without the c.
+func parseClientID(s string) (uint64, error) {
+	term, n, ok := strings.Cut(strings.TrimPrefix(s, "c"), ".")
+	t, err1 := strconv.ParseUint(term, 10, 32)
+	c, err2 := strconv.ParseUint(n, 10, 32)
+	if !ok || err1 != nil || err2 != nil || t|c == 0 {
+		return 0, fmt.Errorf("%q: want a client ID TERM.N (c1.7)", s)
+	}
+	return t<<32 | c, nil
 }

@@ -9,12 +9,15 @@ import (
 	"io"
 	"net/netip"
 	"os"
+	"slices"
 
 	"github.com/gopacket/gopacket"
 	"github.com/gopacket/gopacket/layers"
 	"github.com/gopacket/gopacket/pcapgo"
 
+	"tokenbed/agent/ftn/ftnlayer"
 	"tokenbed/agent/wire/wirelayer"
+	"tokenbed/analysis/ipv4frag"
 )
 
 // linkTypeUpperPDU is LINKTYPE_WIRESHARK_UPPER_PDU, the link type of the
@@ -84,6 +87,7 @@ func Read(r io.Reader, opts Options) (*Timeline, error) {
 		udp     layers.UDP
 		decoded []gopacket.LayerType
 	)
+	var defrag ipv4frag.Reassembler
 	parsers := map[gopacket.LayerType]*gopacket.DecodingLayerParser{}
 	parserFor := func(first gopacket.LayerType) *gopacket.DecodingLayerParser {
 		p, ok := parsers[first]
@@ -144,7 +148,7 @@ func Read(r io.Reader, opts Options) (*Timeline, error) {
 			continue
 		}
 		var srcIP, dstIP netip.Addr
-		isUDP := false
+		isUDP, frags := false, 0
 		for _, l := range decoded {
 			switch l {
 			case layers.LayerTypeIPv4:
@@ -157,25 +161,56 @@ func Read(r io.Reader, opts Options) (*Timeline, error) {
 				isUDP = true
 			}
 		}
+		if slices.Contains(decoded, layers.LayerTypeIPv4) && ipv4frag.IsFragment(&ip4) {
+			// An FTN global state listing tens of clients exceeds the
+			// MTU: reassemble per interface, as its receiver does. The
+			// datagram is seen when its last fragment is.
+			tl.Fragments++
+			whole, n, err := defrag.Add(ci.InterfaceIndex, &ip4, ci.Timestamp)
+			if err != nil || whole == nil {
+				continue // not whole yet, or fragments that make no datagram
+			}
+			tl.Reassembled++
+			tl.LeftOver -= n
+			if whole.Protocol != layers.IPProtocolUDP || udp.DecodeFromBytes(whole.Payload, gopacket.NilDecodeFeedback) != nil {
+				continue
+			}
+			isUDP, frags = true, n
+		}
 		if !isUDP || (uint16(udp.SrcPort) != opts.Port && uint16(udp.DstPort) != opts.Port) || len(udp.Payload) == 0 {
-			tl.Other++
+			if frags == 0 {
+				tl.Other++ // fragments are counted as such
+			}
 			continue
 		}
 		o := &Observation{
 			Frame: frame, Time: ci.Timestamp, Interface: iface,
-			Src:   netip.AddrPortFrom(srcIP, uint16(udp.SrcPort)),
-			Dst:   netip.AddrPortFrom(dstIP, uint16(udp.DstPort)),
-			Bytes: bytes.Clone(udp.Payload),
+			Src:       netip.AddrPortFrom(srcIP, uint16(udp.SrcPort)),
+			Dst:       netip.AddrPortFrom(dstIP, uint16(udp.DstPort)),
+			Bytes:     bytes.Clone(udp.Payload),
+			Fragments: frags,
 		}
-		var l wirelayer.Datagram
-		if err := l.DecodeFromBytes(o.Bytes, gopacket.NilDecodeFeedback); err != nil {
-			o.Err = err
+		if o.IsFTN() {
+			// FTN shares the port; gopacket's port table holds
+			// wirelayer's type (agent/ftn/ftnlayer).
+			var l ftnlayer.Datagram
+			if err := l.DecodeFromBytes(o.Bytes, gopacket.NilDecodeFeedback); err != nil {
+				o.Err = err
+			} else {
+				o.FTN = &l
+			}
 		} else {
-			d := l.Datagram
-			o.Datagram = &d
+			var l wirelayer.Datagram
+			if err := l.DecodeFromBytes(o.Bytes, gopacket.NilDecodeFeedback); err != nil {
+				o.Err = err
+			} else {
+				d := l.Datagram
+				o.Datagram = &d
+			}
 		}
 		tl.all = append(tl.all, o)
 	}
+	tl.LeftOver += tl.Fragments
 	tl.build()
 	if err := tl.filter(opts); err != nil {
 		return nil, err

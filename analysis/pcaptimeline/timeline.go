@@ -4,6 +4,27 @@
 // (token, session) (seed 002 §3), every datagram seen on every captured
 // interface, with the harness's annotations interleaved.
 //
+// # FTN
+//
+// The FTN lock service (seed 001, agent/ftn) shares the UDP port; its
+// datagrams start with "FT" and are decoded with agent/ftn/ftnlayer, one
+// line each (msg.Msg's String, with what a reader of the wire also needs:
+// the client a reply answers, the server index and incarnation that sent
+// it). They go into one section in time order: most of them (global
+// states, heartbeats, votes) belong to no token, and a lock's story runs
+// through the servers' states. IPv4 fragments are reassembled per
+// interface first (analysis/ipv4frag): a global state listing tens of
+// clients exceeds the MTU. A request sent again with the same client and
+// request number (a Register with the same nonce) in the same direction,
+// and the reply repeated to it, is a retransmission.
+//
+// # Signatures
+//
+// Neither protocol's signatures are checked: the timeline has no CA, and
+// shows what was on the wire, forgeries included. The checkers verify
+// (analysis/ftn with the run's CA; the agents themselves for token
+// passing).
+//
 // # Transmissions, copies and retransmissions
 //
 // One datagram crossing a veth is captured twice, once on each end; with a
@@ -19,10 +40,12 @@
 //
 // # Names
 //
-// The sender's name is in every datagram. The receiver's name is looked up
+// The sender's name is in every datagram (for FTN, in the envelope: its
+// certificate's CommonName, as claimed). The receiver's name is looked up
 // by address in what the file itself says: the source address of the
-// datagrams each agent sent, and the directory entries they carry. An
-// address the file never ties to a name is shown as is.
+// datagrams each agent or FTN member sent, and the directory entries token
+// passing datagrams carry. An address the file never ties to a name is
+// shown as is.
 package pcaptimeline
 
 import (
@@ -34,11 +57,16 @@ import (
 	"time"
 
 	"tokenbed/agent/eventlog"
+	"tokenbed/agent/ftn/ftnlayer"
+	"tokenbed/agent/ftn/msg"
 	"tokenbed/agent/wire"
 )
 
 // Options select what the timeline shows. The zero value shows everything
-// on the default port.
+// on the default port. The filters combine: a datagram is shown if it
+// passes all of them. Token and Session select token passing, so either
+// hides the FTN datagrams; Name and Client select FTN and hide token
+// passing; Agent and the time window apply to both.
 type Options struct {
 	Port    uint16 // the agents' UDP port; 7400 if zero
 	Token   string // "GEN@ORIGIN": only this token
@@ -50,6 +78,14 @@ type Options struct {
 	Agent string
 	// From and To bound the time window (inclusive); zero bounds are open.
 	From, To Bound
+	// Name keeps the FTN datagrams about the token of that name: the
+	// requests and replies naming it, the transfers and query replies
+	// listing it.
+	Name string
+	// Client, if not 0, keeps the FTN datagrams about that client ID: its
+	// requests, the replies to them, and the transfers listing it as
+	// holder or waiter. No client has ID 0 (term<<32 | count, both from 1).
+	Client uint64
 }
 
 // Bound is one end of a time window: an absolute time, or an offset from
@@ -94,9 +130,14 @@ type Observation struct {
 	Src, Dst  netip.AddrPort
 	Bytes     []byte // the UDP payload
 
-	Datagram *wire.Datagram // nil if malformed
-	Err      error          // the *wire.Error of a malformed datagram
-	Receiver string         // receiver's name, "" if the file does not tell
+	Datagram *wire.Datagram // token passing, nil if malformed or FTN
+	// FTN is an FTN datagram (IsFTN), nil if malformed or token passing.
+	FTN      *ftnlayer.Datagram
+	Err      error  // why the datagram is malformed: a *wire.Error, or for FTN an error wrapping a *codec.Error
+	Receiver string // receiver's name, "" if the file does not tell
+	// Fragments is the number of IPv4 fragments the datagram was
+	// reassembled from, 0 if it was captured whole.
+	Fragments int
 
 	// CopyOf is the first sighting of the same transmission on another
 	// interface, nil for the first sighting.
@@ -104,15 +145,25 @@ type Observation struct {
 	// Tx numbers the transmissions of a group from 1 (copies share it).
 	Tx int
 	// Retransmission is n for the n-th retransmission of the same type in
-	// the same direction within the session, 0 for the first sending.
+	// the same direction within the session, 0 for the first sending. For
+	// FTN: of the same request (or its reply) in the same direction.
 	Retransmission int
 }
+
+// IsFTN reports whether the datagram is the FTN lock service's: its
+// payload starts with codec's magic, "FT" (token passing's is "TB").
+func (o *Observation) IsFTN() bool { return isFTN(o.Bytes) }
+
+func isFTN(b []byte) bool { return len(b) >= 2 && b[0] == 'F' && b[1] == 'T' }
 
 // SenderName returns the sender's name, from the datagram, or from its
 // address when malformed.
 func (o *Observation) SenderName(tl *Timeline) string {
-	if o.Datagram != nil {
+	switch {
+	case o.Datagram != nil:
 		return o.Datagram.Sender
+	case o.FTN != nil:
+		return o.FTN.Sender
 	}
 	return tl.nameOf(o.Src)
 }
@@ -150,6 +201,15 @@ type Group struct {
 	Retransmissions int    // of those, retransmissions
 }
 
+// FTNGroup is the timeline of the FTN lock service: every FTN datagram
+// shown, refused ones included, in time order, annotations interleaved.
+type FTNGroup struct {
+	Lines           []Line
+	Transmissions   int // distinct decoded transmissions shown
+	Retransmissions int // of those, retransmissions
+	Refused         int // distinct malformed transmissions shown
+}
+
 // Timeline is a decoded capture.
 type Timeline struct {
 	Name       string   // the file's path, for ReadFile
@@ -157,12 +217,17 @@ type Timeline struct {
 	Interfaces []string // capture interface names, by index
 	Start      time.Time
 	Records    int // records in the file
-	Other      int // records that are neither tokenbed datagrams nor annotations
+	Other      int // records that are neither tokenbed datagrams, nor annotations, nor IPv4 fragments
+	// Fragments counts the records that are IPv4 fragments; Reassembled
+	// the datagrams made of them (per interface); LeftOver the fragments
+	// in none (incomplete at the end of the file, or contradictory).
+	Fragments, Reassembled, LeftOver int
 	// Truncated is set when the file ends inside a record (a capture
 	// killed mid-write): the records before it are all there.
 	Truncated error
 
 	Groups      []*Group
+	FTN         *FTNGroup // nil if no FTN datagram is shown
 	Malformed   []*Observation
 	Annotations []*Annotation
 
@@ -208,8 +273,8 @@ func (tl *Timeline) build() {
 		ipNames[a][name] = true
 	}
 	for _, o := range tl.all {
-		if o.Datagram != nil {
-			learn(o.Src, o.Datagram.Sender)
+		if o.Datagram != nil || o.FTN != nil {
+			learn(o.Src, o.SenderName(tl))
 		}
 	}
 	for _, o := range tl.all {
@@ -287,9 +352,35 @@ func (tl *Timeline) build() {
 		o.Retransmission = sends[g][d]
 		sends[g][d]++
 	}
+
+	// FTN retransmissions: the same request (client and request number;
+	// a Register's nonce) or its reply, in the same direction.
+	type ftnKey struct {
+		kind               msg.Kind
+		src, dst           netip.AddrPort
+		client, req, nonce uint64
+	}
+	ftnSends := map[ftnKey]int{}
+	for _, o := range tl.all {
+		if o.FTN == nil {
+			continue
+		}
+		if o.CopyOf != nil {
+			o.Retransmission = o.CopyOf.Retransmission
+			continue
+		}
+		m := o.FTN.Msg
+		if m.Req == 0 && m.Kind != msg.Register {
+			continue // heartbeats, states, votes: repeated by design
+		}
+		k := ftnKey{m.Kind, o.Src, o.Dst, m.Client, m.Req, m.Nonce}
+		o.Retransmission = ftnSends[k]
+		ftnSends[k]++
+	}
 }
 
-// filter fills Groups, Malformed and Annotations from what opts keeps.
+// filter fills Groups, FTN, Malformed and Annotations from what opts
+// keeps.
 func (tl *Timeline) filter(opts Options) error {
 	var tok wire.TokenID
 	if opts.Token != "" {
@@ -317,11 +408,36 @@ func (tl *Timeline) filter(opts Options) error {
 		session uint64
 	}
 	groups := map[gKey]*Group{}
+	passing, ftn := opts.Token != "" || opts.HasSession, opts.Name != "" || opts.Client != 0
 	for _, o := range tl.all {
 		if !inWindow(o.Time) {
 			continue
 		}
 		if opts.Agent != "" && o.SenderName(tl) != opts.Agent && o.Receiver != opts.Agent {
+			continue
+		}
+		if o.IsFTN() {
+			if passing || (ftn && (o.FTN == nil || !about(o.FTN.Msg, opts.Name, opts.Client))) {
+				continue
+			}
+			if tl.FTN == nil {
+				tl.FTN = &FTNGroup{}
+			}
+			g := tl.FTN
+			g.Lines = append(g.Lines, Line{Obs: o})
+			switch {
+			case o.CopyOf != nil:
+			case o.FTN == nil:
+				g.Refused++
+			default:
+				g.Transmissions++
+				if o.Retransmission > 0 {
+					g.Retransmissions++
+				}
+			}
+			continue
+		}
+		if ftn {
 			continue
 		}
 		if o.Datagram == nil {
@@ -349,17 +465,45 @@ func (tl *Timeline) filter(opts Options) error {
 			}
 		}
 	}
-	// Annotations inside a group's time span go into it too.
 	for _, g := range tl.Groups {
-		first, last := g.Lines[0].Time(), g.Lines[len(g.Lines)-1].Time()
-		for _, a := range tl.Annotations {
-			if !a.Time.Before(first) && !a.Time.After(last) {
-				g.Lines = append(g.Lines, Line{Ann: a})
-			}
-		}
-		slices.SortStableFunc(g.Lines, func(a, b Line) int { return a.Time().Compare(b.Time()) })
+		g.Lines = tl.interleave(g.Lines)
+	}
+	if tl.FTN != nil {
+		tl.FTN.Lines = tl.interleave(tl.FTN.Lines)
 	}
 	return nil
+}
+
+// interleave adds the annotations inside the lines' time span, in time
+// order.
+func (tl *Timeline) interleave(lines []Line) []Line {
+	first, last := lines[0].Time(), lines[len(lines)-1].Time()
+	for _, a := range tl.Annotations {
+		if !a.Time.Before(first) && !a.Time.After(last) {
+			lines = append(lines, Line{Ann: a})
+		}
+	}
+	slices.SortStableFunc(lines, func(a, b Line) int { return a.Time().Compare(b.Time()) })
+	return lines
+}
+
+// about reports whether an FTN message concerns the token name (if not
+// "") and the client id (if not 0).
+func about(m msg.Msg, name string, id uint64) bool {
+	named, client := m.Name == name, m.Client == id
+	for _, t := range m.Tokens {
+		named = named || t.Name == name
+		for _, h := range t.Holders {
+			client = client || h.Client == id
+		}
+		for _, w := range t.Queue {
+			client = client || w.Client == id
+		}
+	}
+	for _, h := range m.Holds {
+		named = named || h.Name == name
+	}
+	return (name == "" || named) && (id == 0 || client)
 }
 
 // concerns reports whether the annotation names agent, or no agent at all

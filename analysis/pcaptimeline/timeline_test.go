@@ -187,7 +187,7 @@ func TestTimelineScenario(t *testing.T) {
 	if s1 == nil || s7 == nil {
 		t.Fatalf("missing session sections; have %q", keys(sec))
 	}
-	if !strings.Contains(out, "whole file: 13 sightings of tokenbed datagrams on port 7400 (8 transmissions, 2 retransmissions), 1 malformed sighting, 4 annotations, 1 other packet") {
+	if !strings.Contains(out, "whole file: 13 sightings of token passing datagrams on port 7400 (8 transmissions, 2 retransmissions), 1 malformed sighting, 4 annotations, 1 other packet") {
 		t.Errorf("summary:\n%s", strings.Join(sec["summary"], "\n"))
 	}
 	// Session 1, line by line: frame, interface, path, type, transmission.
@@ -302,6 +302,8 @@ func TestMainErrors(t *testing.T) {
 		{[]string{path, "-from", "yesterday"}, 2, `-from "yesterday": want an RFC 3339 time`},
 		{[]string{path, "-to", "-5s"}, 2, `-to "-5s": negative offset`},
 		{[]string{path, "-port", "70000"}, 2, "-port 70000: want 1 to 65535"},
+		{[]string{path, "-client", "7"}, 2, `-client "7": want a client ID TERM.N (c1.7)`},
+		{[]string{path, "-client", "c0.0"}, 2, `-client "c0.0": want a client ID TERM.N (c1.7)`},
 		{[]string{path, "-bogus"}, 2, "flag provided but not defined: -bogus"},
 		{[]string{"/nonexistent.pcapng"}, 1, "open /nonexistent.pcapng: no such file or directory"},
 		{[]string{os.Args[0]}, 1, "not a pcap or pcapng file"},

@@ -1,0 +1,77 @@
+// Package ipv4frag reassembles the IPv4 fragments of a capture with
+// gopacket's ip4defrag, one defragmenter per capture interface, as each
+// receiver does. A datagram larger than the MTU leaves its sender in
+// fragments (an FTN global state listing tens of clients: ftn-5x50's
+// capture held 37,376 fragments), so a reader that skips them misses it.
+// Per interface, because one datagram is captured on several interfaces
+// (leaving the sender, arriving at the receiver): pooled, each fragment
+// would be seen twice and the copies would contradict each other.
+//
+// Used by the FTN capture checker (analysis/ftn) and `harness pcap`
+// (analysis/pcaptimeline).
+package ipv4frag
+
+import (
+	"bytes"
+	"time"
+
+	"github.com/gopacket/gopacket/ip4defrag"
+	"github.com/gopacket/gopacket/layers"
+)
+
+// IsFragment reports whether ip is a fragment of a larger datagram.
+func IsFragment(ip *layers.IPv4) bool {
+	return ip.Flags&layers.IPv4MoreFragments != 0 || ip.FragOffset != 0
+}
+
+// key is one datagram's fragments on one interface (RFC 791 §2.3:
+// source, destination, protocol and identification).
+type key struct {
+	iface    int
+	src, dst [4]byte
+	proto    layers.IPProtocol
+	id       uint16
+}
+
+// Reassembler reassembles fragments per capture interface. The zero
+// value is ready to use.
+type Reassembler struct {
+	defrag map[int]*ip4defrag.IPv4Defragmenter // by interface index
+	count  map[key]int                         // fragments given so far, per datagram
+}
+
+// Add gives r the fragment ip (IsFragment) captured on interface iface
+// at t. When ip completes a datagram, Add returns it (the header with the
+// whole payload) and the number of fragments captured for it, repeats
+// included; while the datagram is incomplete it returns nil. Fragments
+// that contradict each other make no datagram: Add returns ip4defrag's
+// error and forgets them, as a receiver drops them. r keeps a copy of
+// ip: the caller may reuse it (a gopacket.DecodingLayer).
+func (r *Reassembler) Add(iface int, ip *layers.IPv4, t time.Time) (*layers.IPv4, int, error) {
+	if r.defrag == nil {
+		r.defrag, r.count = map[int]*ip4defrag.IPv4Defragmenter{}, map[key]int{}
+	}
+	d := r.defrag[iface]
+	if d == nil {
+		d = ip4defrag.NewIPv4Defragmenter()
+		r.defrag[iface] = d
+	}
+	k := key{iface: iface, proto: ip.Protocol, id: ip.Id}
+	copy(k.src[:], ip.SrcIP.To4())
+	copy(k.dst[:], ip.DstIP.To4())
+	r.count[k]++
+	frag := *ip // the defragmenter keeps what it is given
+	frag.SrcIP, frag.DstIP = bytes.Clone(ip.SrcIP), bytes.Clone(ip.DstIP)
+	frag.Payload = bytes.Clone(ip.Payload)
+	whole, err := d.DefragIPv4WithTimestamp(&frag, t)
+	if err != nil {
+		delete(r.count, k)
+		return nil, 0, err
+	}
+	if whole == nil {
+		return nil, 0, nil
+	}
+	n := r.count[k]
+	delete(r.count, k)
+	return whole, n, nil
+}

@@ -1,0 +1,87 @@
+package ipv4frag_test
+
+import (
+	"bytes"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/gopacket/gopacket"
+	"github.com/gopacket/gopacket/layers"
+
+	"tokenbed/analysis/ipv4frag"
+)
+
+// fragment decodes one fragment of a 24-byte payload, as a capture reader
+// does with a reused layer.
+func fragment(t *testing.T, into *layers.IPv4, off int, data []byte, more bool) {
+	t.Helper()
+	ip := &layers.IPv4{Version: 4, TTL: 64, Protocol: layers.IPProtocolUDP, Id: 7, FragOffset: uint16(off / 8),
+		SrcIP: net.IP{10, 0, 0, 1}, DstIP: net.IP{10, 0, 0, 2}}
+	if more {
+		ip.Flags = layers.IPv4MoreFragments
+	}
+	buf := gopacket.NewSerializeBuffer()
+	if err := gopacket.SerializeLayers(buf, gopacket.SerializeOptions{FixLengths: true}, ip, gopacket.Payload(data)); err != nil {
+		t.Fatal(err)
+	}
+	if err := into.DecodeFromBytes(buf.Bytes(), gopacket.NilDecodeFeedback); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// One datagram's fragments seen on two interfaces, interleaved and out of
+// order, make it once on each; a contradictory fragment makes none.
+func TestReassemble(t *testing.T) {
+	payload := []byte("0123456789abcdefghijklmn")
+	var r ipv4frag.Reassembler
+	var ip layers.IPv4 // reused, as a DecodingLayerParser's
+	t0 := time.Unix(1, 0)
+	steps := []struct {
+		iface, off int
+		more       bool
+		whole      bool
+	}{
+		{0, 16, false, false},
+		{1, 0, true, false},
+		{0, 0, true, false},
+		{0, 0, true, false}, // a repeat: ignored, but counted
+		{1, 16, false, false},
+		{0, 8, true, true},
+		{1, 8, true, true},
+	}
+	for i, s := range steps {
+		fragment(t, &ip, s.off, payload[s.off:min(s.off+8, len(payload))], s.more)
+		if !ipv4frag.IsFragment(&ip) {
+			t.Fatalf("step %d: not a fragment", i)
+		}
+		whole, n, err := r.Add(s.iface, &ip, t0)
+		if err != nil {
+			t.Fatalf("step %d: %v", i, err)
+		}
+		if (whole != nil) != s.whole {
+			t.Fatalf("step %d: whole %v, want %v", i, whole != nil, s.whole)
+		}
+		if whole != nil {
+			wantN := map[int]int{0: 4, 1: 3}[s.iface]
+			if !bytes.Equal(whole.Payload, payload) || n != wantN || whole.Protocol != layers.IPProtocolUDP {
+				t.Errorf("step %d: payload %q from %d fragments, want %q from %d", i, whole.Payload, n, payload, wantN)
+			}
+		}
+	}
+
+	fragment(t, &ip, 0, payload[:16], true)
+	if whole, _, err := r.Add(0, &ip, t0); whole != nil || err != nil {
+		t.Fatalf("first fragment: %v, %v", whole, err)
+	}
+	fragment(t, &ip, 8, payload[:16], true) // overlaps with other bytes
+	if whole, _, err := r.Add(0, &ip, t0); whole != nil || err == nil {
+		t.Errorf("overlapping fragment: %v, %v; want an error", whole, err)
+	}
+
+	whole := layers.IPv4{}
+	fragment(t, &whole, 0, payload, false)
+	if ipv4frag.IsFragment(&whole) {
+		t.Error("a whole datagram is a fragment")
+	}
+}
