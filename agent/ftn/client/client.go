@@ -7,11 +7,18 @@
 // The client registers through any server (a non-leader answers with
 // the leader), heartbeats the leader, sends each operation to the token's
 // server (msg.Owner over the servers' states it knows) and repeats it
-// every RetryTicks until answered (001 "Communication"). When it learns
+// until answered (001 "Communication"): each operation on its own
+// timer, RetryTicks after it was last sent (the first send, a repeat or
+// a redirect), so a round trip shorter than RetryTicks is never repeated
+// whatever the tick at which the operation started. When it learns
 // a newer global state (from a server's query, a heartbeat
 // acknowledgement or a registration) it recomputes the destination of
 // every outstanding operation and redirects it (001 "When a Server
 // Crashes").
+//
+// Registration and heartbeats stay on the tick grid (every RetryTicks
+// and every HeartbeatTicks from the client's start): they are periodic,
+// and a repeated registration is answered with the same ID.
 //
 // Late messages (001 "When a Server Crashes"): every server message
 // carries the sender's incarnation. The client discards a message from
@@ -36,9 +43,12 @@ type Config struct {
 	Servers []msg.Peer // the servers' list (the shared configuration file)
 	// Nonce identifies this life's registration: repeats of it get the
 	// same ID from the same leader (the driver draws it from its seed).
-	Nonce             uint64
-	HeartbeatTicks    int // heartbeat interval (default 3)
-	RetryTicks        int // resend unanswered messages (default 2)
+	Nonce          uint64
+	HeartbeatTicks int // heartbeat interval (default 3)
+	// RetryTicks: resend an unanswered operation this long after its
+	// last send; unregistered, repeat the registration this often
+	// (default 2).
+	RetryTicks        int
 	LeaderSilentTicks int // no answer from the leader this long: ask another server (default 6)
 }
 
@@ -109,7 +119,8 @@ type Hold struct {
 type op struct {
 	Op
 	req    uint64
-	target int // server it was last sent to (-1: none yet)
+	target int   // server it was last sent to (-1: none yet)
+	sentAt int64 // tick of its last send (-1: none yet)
 }
 
 // Ready is what the client did since the last call of Client.Ready.
@@ -209,7 +220,7 @@ func (c *Client) Invoke(o Op) uint64 {
 		c.done(Result{Req: req, Op: o, Err: "busy"})
 		return req
 	}
-	p := &op{Op: o, req: req, target: -1}
+	p := &op{Op: o, req: req, target: -1, sentAt: -1}
 	c.ops[req] = p
 	c.sendOp(p)
 	return req
@@ -235,7 +246,7 @@ func (c *Client) sendOp(p *op) {
 	if p.target >= 0 && p.target != o {
 		c.event(msg.Event{Kind: "redirect", Req: p.req, Name: p.Name, Server: o, Version: c.g.Version})
 	}
-	p.target = o
+	p.target, p.sentAt = o, c.tick
 	m := msg.Msg{Kind: p.Kind, Client: c.id, RegVersion: c.regVersion, Version: c.g.Version,
 		Req: p.req, Name: p.Name, Mode: p.Mode, Data: p.Data}
 	if h := c.holds[p.Name]; h != nil && p.Kind == msg.Release {
@@ -265,9 +276,13 @@ func (c *Client) Tick() {
 	if c.tick%int64(c.cfg.HeartbeatTicks) == 0 {
 		c.contactLeader()
 	}
-	if c.tick%int64(c.cfg.RetryTicks) == 0 {
-		for _, req := range c.reqs() {
-			c.sendOp(c.ops[req])
+	for _, req := range c.reqs() {
+		// Repeat what has gone unanswered for RetryTicks since its last
+		// send (001 "Communication"); one never sent (no server to send
+		// it to) is tried at every tick, which sends nothing until one
+		// is known.
+		if p := c.ops[req]; p.sentAt < 0 || c.tick-p.sentAt >= int64(c.cfg.RetryTicks) {
+			c.sendOp(p)
 		}
 	}
 }

@@ -55,6 +55,7 @@ func run(t *testing.T, d *datadriven.TestData, cp **Cluster) (string, error) {
 		if d.HasArg("broken") {
 			o.Broken = []int{intArg(t, d, "broken", 0)}
 		}
+		o.Client.RetryTicks = intArg(t, d, "retry", 0) // the clients' (0: the default)
 		nc, err := New(o)
 		if err != nil {
 			return "", err

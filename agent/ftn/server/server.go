@@ -102,7 +102,9 @@ type Config struct {
 	// asks for conservative criteria, since a client dropped while alive
 	// still believes it holds its tokens).
 	ClientDownTicks int
-	RetryTicks      int // resend transfers and queries (default 2)
+	// RetryTicks: resend an unacknowledged transfer, or a query round's
+	// unanswered queries, this long after their last send (default 2).
+	RetryTicks int
 
 	// SkipRecoveryQuery makes a deliberately broken server for tests: it
 	// serves tokens reclaimed from a DOWN server without querying the
