@@ -1,11 +1,12 @@
 // Package runtest runs the FTN experiments through the harness and
 // judges them with the checker (analysis/ftn): in the simulator without
-// root, and on network namespaces as root. Both are skipped under
-// -short.
+// root, and as root on network namespaces and in Docker containers. All
+// are skipped under -short.
 package runtest
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -15,14 +16,18 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"tokenbed/analysis"
 	"tokenbed/analysis/ftn"
 	"tokenbed/experiments"
 	"tokenbed/harness/backend"
+	"tokenbed/harness/backend/ctrbackend"
+	"tokenbed/harness/backend/ctrbackend/ctrtest"
 	_ "tokenbed/harness/backend/nsbackend"
 	"tokenbed/harness/protocol"
 	_ "tokenbed/harness/protocol/ftn"
+	"tokenbed/harness/results"
 	"tokenbed/harness/runner"
 	"tokenbed/harness/sim"
 	"tokenbed/internal/testenv"
@@ -153,9 +158,42 @@ func simulate(t *testing.T, e *experiments.Experiment, file string) string {
 // partition), unimpaired links: its checker passes.
 func TestExperimentNetns(t *testing.T) {
 	testenv.RequireRoot(t, "creates network namespaces")
+	judge(t, runReal(t, nil))
+}
+
+// TestExperimentInContainers: the same experiment with every server and
+// client in a Docker container (the container backend; issue 14: the
+// harness launches them "in namespaces, containers and the sim"): its
+// checker passes, both views.
+func TestExperimentInContainers(t *testing.T) {
+	testenv.RequireRoot(t, "creates network namespaces and containers")
+	ctrtest.Serialize(t)
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	prov, err := ctrbackend.Connect(ctx, log)
+	if errors.Is(err, ctrbackend.ErrNoEngine) {
+		t.Skipf("SKIP: no Docker engine on this machine: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	prov.Close()
+	dir := runReal(t, ctrbackend.New(ctrbackend.Options{AgentBin: agentBin, Log: log}))
+	var info results.RunInfo
+	if err := results.ReadJSON(dir, results.RunFile, &info); err != nil || info.Backend != "container" {
+		t.Errorf("run.json: backend %q, %v; want container", info.Backend, err)
+	}
+	judge(t, dir)
+}
+
+// runReal runs the experiment with real processes on be (nil: network
+// namespaces) and returns its results directory. The links' profiles and
+// the outage need netem: the kernel's, else the userspace engine (as
+// harness run --impair auto, without UML).
+func runReal(t *testing.T, be backend.Backend) string {
+	t.Helper()
 	e := load(t)
-	// The links' profiles and the outage need netem: the kernel's, else
-	// the userspace engine (as harness run --impair auto, without UML).
 	id := runner.NewRunID()
 	impair := runner.ImpairKernel
 	if err := netem.CheckKernel(id); err != nil {
@@ -165,11 +203,11 @@ func TestExperimentNetns(t *testing.T) {
 		impair = runner.ImpairUserspace
 	}
 	dir, err := runner.Run(context.Background(), runner.Options{Experiment: e, ExperimentFile: experiment, ResultsRoot: resultsRoot(t),
-		RunID: id, Impair: impair, AgentBin: agentBin, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		RunID: id, Backend: be, Impair: impair, ImpairReason: "test", AgentBin: agentBin, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
-	judge(t, dir)
+	return dir
 }
 
 // TestBrokenServerCaughtOnTheWire: ftn-5-restart.yaml in the simulator
