@@ -33,11 +33,26 @@ type key struct {
 	id       uint16
 }
 
+// Timeout is how long a datagram's fragments wait for the rest: the
+// Linux default of net.ipv4.ipfrag_time, after which a receiver drops
+// them too. Without it a long capture that lost fragments would keep
+// every incomplete datagram in memory to its end.
+const Timeout = 30 * time.Second
+
 // Reassembler reassembles fragments per capture interface. The zero
 // value is ready to use.
 type Reassembler struct {
 	defrag map[int]*ip4defrag.IPv4Defragmenter // by interface index
-	count  map[key]int                         // fragments given so far, per datagram
+	count  map[key]*pending                    // per incomplete datagram
+	swept  time.Time                           // the last sweep for expired fragments
+	// Expired counts the incomplete datagrams forgotten after Timeout
+	// without a new fragment.
+	Expired int
+}
+
+type pending struct {
+	n    int       // fragments given so far, repeats included
+	last time.Time // the newest of them
 }
 
 // Add gives r the fragment ip (IsFragment) captured on interface iface
@@ -49,7 +64,10 @@ type Reassembler struct {
 // ip: the caller may reuse it (a gopacket.DecodingLayer).
 func (r *Reassembler) Add(iface int, ip *layers.IPv4, t time.Time) (*layers.IPv4, int, error) {
 	if r.defrag == nil {
-		r.defrag, r.count = map[int]*ip4defrag.IPv4Defragmenter{}, map[key]int{}
+		r.defrag, r.count, r.swept = map[int]*ip4defrag.IPv4Defragmenter{}, map[key]*pending{}, t
+	}
+	if t.Sub(r.swept) >= Timeout {
+		r.sweep(t)
 	}
 	d := r.defrag[iface]
 	if d == nil {
@@ -59,7 +77,13 @@ func (r *Reassembler) Add(iface int, ip *layers.IPv4, t time.Time) (*layers.IPv4
 	k := key{iface: iface, proto: ip.Protocol, id: ip.Id}
 	copy(k.src[:], ip.SrcIP.To4())
 	copy(k.dst[:], ip.DstIP.To4())
-	r.count[k]++
+	p := r.count[k]
+	if p == nil {
+		p = &pending{}
+		r.count[k] = p
+	}
+	p.n++
+	p.last = t
 	frag := *ip // the defragmenter keeps what it is given
 	frag.SrcIP, frag.DstIP = bytes.Clone(ip.SrcIP), bytes.Clone(ip.DstIP)
 	frag.Payload = bytes.Clone(ip.Payload)
@@ -71,7 +95,27 @@ func (r *Reassembler) Add(iface int, ip *layers.IPv4, t time.Time) (*layers.IPv4
 	if whole == nil {
 		return nil, 0, nil
 	}
-	n := r.count[k]
 	delete(r.count, k)
-	return whole, n, nil
+	return whole, p.n, nil
 }
+
+// sweep forgets the datagrams whose newest fragment is older than
+// Timeout before t, in the defragmenters and here. Captures are read in
+// time order within the writer's flush window, which is far below
+// Timeout.
+func (r *Reassembler) sweep(t time.Time) {
+	cut := t.Add(-Timeout)
+	for _, d := range r.defrag {
+		d.DiscardOlderThan(cut)
+	}
+	for k, p := range r.count {
+		if p.last.Before(cut) {
+			delete(r.count, k)
+			r.Expired++
+		}
+	}
+	r.swept = t
+}
+
+// Pending is the number of datagrams still waiting for fragments.
+func (r *Reassembler) Pending() int { return len(r.count) }

@@ -85,3 +85,40 @@ func TestReassemble(t *testing.T) {
 		t.Error("a whole datagram is a fragment")
 	}
 }
+
+// A datagram whose fragments stop coming is forgotten after Timeout, as a
+// receiver forgets it: its late last fragment makes nothing, and nothing
+// of it stays in memory. One completed within Timeout is reassembled.
+func TestIncompleteDatagramExpires(t *testing.T) {
+	payload := []byte("0123456789abcdefghijklmn")
+	var r ipv4frag.Reassembler
+	var ip layers.IPv4
+	t0 := time.Unix(1, 0)
+	fragment(t, &ip, 0, payload[:8], true)
+	if whole, _, err := r.Add(0, &ip, t0); whole != nil || err != nil {
+		t.Fatalf("first fragment: %v, %v", whole, err)
+	}
+	fragment(t, &ip, 8, payload[8:16], true)
+	if whole, _, err := r.Add(0, &ip, t0.Add(ipv4frag.Timeout-time.Second)); whole != nil || err != nil {
+		t.Fatalf("second fragment: %v, %v", whole, err)
+	}
+	// The last fragment, more than Timeout after the second: the first
+	// two are gone, so it starts a datagram of its own.
+	fragment(t, &ip, 16, payload[16:], false)
+	late := t0.Add(2*ipv4frag.Timeout + time.Second)
+	if whole, _, err := r.Add(0, &ip, late); whole != nil || err != nil {
+		t.Fatalf("late fragment: %v, %v; want nothing", whole, err)
+	}
+	if r.Expired != 1 || r.Pending() != 1 {
+		t.Errorf("expired %d, pending %d; want 1 and 1 (the late fragment)", r.Expired, r.Pending())
+	}
+	// Later, the late fragment's own datagram expires too.
+	fragment(t, &ip, 0, payload[:8], true)
+	ip.Id = 8 // another datagram, to drive the sweep
+	if _, _, err := r.Add(0, &ip, late.Add(ipv4frag.Timeout+time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if r.Expired != 2 || r.Pending() != 1 {
+		t.Errorf("expired %d, pending %d; want 2 and 1", r.Expired, r.Pending())
+	}
+}
