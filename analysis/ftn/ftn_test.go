@@ -50,7 +50,7 @@ func TestLiteralHistories(t *testing.T) {
 			case "check":
 				return render(r)
 			case "capture":
-				// A literal capture (capture_test.go), judged alone.
+				// A literal capture (analysis/ftn/ftnliteral), judged alone.
 				return renderCapture(checkLiteralCapture(t, d.Input, d.Pos, 0))
 			case "compare":
 				// A history, "capture:", and the capture of the same run.
