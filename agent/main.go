@@ -257,7 +257,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	}
 	log := eventlog.NewWriter(logw, r.Name)
 
-	n, err := r.Node(cred, time.Now())
+	n, err := r.Node(cred, nil, time.Now()) // a process of its own: it verifies what it loads
 	if err != nil {
 		fmt.Fprintf(stderr, "agent: %s: %v\n", *cfgPath, err)
 		return exitUsage

@@ -357,15 +357,10 @@ func resolve(name string, f *File, yf *strictyaml.File) (*Experiment, error) {
 		}
 	}
 
-	// Links: every ordered pair, defaults first.
+	// Links: every ordered pair, the defaults' profile unless a link sets
+	// one (prof holds those: a map of every pair was a second copy of the
+	// n(n-1) directions).
 	prof := map[[2]string]Direction{}
-	for _, a := range e.Agents {
-		for _, b := range e.Agents {
-			if a.Name != b.Name {
-				prof[[2]string{a.Name, b.Name}] = Direction{From: a.Name, To: b.Name, Profile: defProfile, Text: f.Defaults.Profile}
-			}
-		}
-	}
 	seenLink := map[[2]string]bool{}
 	for i, l := range f.Links {
 		path := fmt.Sprintf("$.links[%d]", i)
@@ -410,10 +405,17 @@ func resolve(name string, f *File, yf *strictyaml.File) (*Experiment, error) {
 		set(l.AToB, "a_to_b", [2]string{a, b})
 		set(l.BToA, "b_to_a", [2]string{b, a})
 	}
+	if n := len(e.Agents) * (len(e.Agents) - 1); n > 0 {
+		e.Directions = make([]Direction, 0, n)
+	}
 	for _, a := range e.Agents {
 		for _, b := range e.Agents {
 			if a.Name != b.Name {
-				e.Directions = append(e.Directions, prof[[2]string{a.Name, b.Name}])
+				d, ok := prof[[2]string{a.Name, b.Name}]
+				if !ok {
+					d = Direction{From: a.Name, To: b.Name, Profile: defProfile, Text: f.Defaults.Profile}
+				}
+				e.Directions = append(e.Directions, d)
 			}
 		}
 	}

@@ -24,6 +24,7 @@ import (
 	"math/big"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"tokenbed/agent/wire"
@@ -225,6 +226,10 @@ func LoadCert(path string) (*x509.Certificate, error) {
 	return c, nil
 }
 
+// ReadCert reads a PEM certificate's DER, unparsed (Verifier.Verify
+// parses it).
+func ReadCert(path string) ([]byte, error) { return readPEM(path, "CERTIFICATE") }
+
 // LoadKey reads a PEM PKCS#8 Ed25519 private key. A key readable by group
 // or others is refused, as ssh does.
 func LoadKey(path string) (ed25519.PrivateKey, error) {
@@ -292,19 +297,25 @@ func LoadMember(dir, name, caCert string) (*Credentials, error) {
 // Verifier checks member certificates against the CA certificate.
 type Verifier struct {
 	roots *x509.CertPool
+	ca    *x509.Certificate
+	// accepted, when not nil, remembers verdicts (Verified.Verifier).
+	accepted *accepted
 }
 
 // NewVerifier returns a verifier trusting ca alone.
 func NewVerifier(ca *x509.Certificate) *Verifier {
 	p := x509.NewCertPool()
 	p.AddCert(ca)
-	return &Verifier{roots: p}
+	return &Verifier{roots: p, ca: ca}
 }
 
 // Verify checks that der is a certificate signed by the CA, valid at now,
 // for an Ed25519 key and a valid member name. It returns the name and key.
 // It reads no clock: now is the caller's.
 func (v *Verifier) Verify(der []byte, now time.Time) (string, ed25519.PublicKey, error) {
+	if name, key, ok := v.accepted.lookup(der, now); ok {
+		return name, key, nil
+	}
 	c, err := x509.ParseCertificate(der)
 	if err != nil {
 		return "", nil, fmt.Errorf("certificate: %v", err)
@@ -322,5 +333,95 @@ func (v *Verifier) Verify(der []byte, now time.Time) (string, ed25519.PublicKey,
 	if !wire.ValidName(c.Subject.CommonName) {
 		return "", nil, fmt.Errorf("certificate: bad member name %q", c.Subject.CommonName)
 	}
+	v.accepted.add(der, c, v.ca, c.Subject.CommonName, pub)
 	return c.Subject.CommonName, pub, nil
+}
+
+// Verified shares certificate verification among the members of one
+// simulation (harness/sim runs a run's agents in one process): the
+// members' verifiers of one CA are one Verifier, which remembers each
+// certificate it accepted, so that n members loading their n-1 peers'
+// certificates verify n of them, not n(n-1), and a certificate
+// piggybacked to many members is verified once.
+//
+// It is sound because a verdict depends on nothing but the certificate's
+// bytes, the CA certificate and the time: a remembered verdict is reused
+// only for the same bytes (the key is the whole DER, not a file name or a
+// hash of it), by the verifier of the same CA (by its bytes), and at a
+// time inside the validity periods of both certificates, the only use
+// x509 verification makes of the time. A refused certificate is not
+// remembered: it is checked, and refused, each time, as each real member
+// would. The keys it returns are shared: callers do not write them.
+//
+// Real members are separate processes and verify what they load
+// themselves: a nil *Verified gives each its own NewVerifier.
+type Verified struct {
+	mu   sync.Mutex
+	byCA map[string]*Verifier // by the CA certificate's DER
+}
+
+// Verifier returns the verifier trusting ca: one per CA, shared, when s is
+// not nil; a new one when s is nil.
+func (s *Verified) Verifier(ca *x509.Certificate) *Verifier {
+	if s == nil {
+		return NewVerifier(ca)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if v := s.byCA[string(ca.Raw)]; v != nil {
+		return v
+	}
+	v := NewVerifier(ca)
+	v.accepted = &accepted{m: map[string]acceptance{}}
+	if s.byCA == nil {
+		s.byCA = map[string]*Verifier{}
+	}
+	s.byCA[string(ca.Raw)] = v
+	return v
+}
+
+// accepted are the certificates a shared verifier accepted, by their DER.
+// At most one entry per certificate the CA issued: nothing else verifies.
+type accepted struct {
+	mu sync.Mutex
+	m  map[string]acceptance
+}
+
+// acceptance is a verdict and the times it holds for: the intersection of
+// the certificate's and the CA's validity periods.
+type acceptance struct {
+	name          string
+	key           ed25519.PublicKey
+	from, through time.Time
+}
+
+func (a *accepted) lookup(der []byte, now time.Time) (string, ed25519.PublicKey, bool) {
+	if a == nil {
+		return "", nil, false
+	}
+	a.mu.Lock()
+	e, ok := a.m[string(der)]
+	a.mu.Unlock()
+	// The bounds as x509 checks them: valid from NotBefore through
+	// NotAfter, both included.
+	if !ok || now.Before(e.from) || now.After(e.through) {
+		return "", nil, false
+	}
+	return e.name, e.key, true
+}
+
+func (a *accepted) add(der []byte, c, ca *x509.Certificate, name string, key ed25519.PublicKey) {
+	if a == nil {
+		return
+	}
+	e := acceptance{name: name, key: key, from: c.NotBefore, through: c.NotAfter}
+	if ca.NotBefore.After(e.from) {
+		e.from = ca.NotBefore
+	}
+	if ca.NotAfter.Before(e.through) {
+		e.through = ca.NotAfter
+	}
+	a.mu.Lock()
+	a.m[string(der)] = e
+	a.mu.Unlock()
 }

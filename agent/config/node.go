@@ -17,9 +17,11 @@ import (
 // the certificates given at start checked against the CA at now. `agent
 // run` and the simulator (harness/sim, through the token passing plug-in)
 // both build their nodes here, so a simulated agent is the real one.
+// shared is nil for an agent process, which verifies for itself; the
+// simulator passes one per run, which its agents share (ca.Verified).
 // Errors name the field.
-func (r *Resolved) Node(cred *ca.Credentials, now time.Time) (*node.Node, error) {
-	verifier := ca.NewVerifier(cred.CA)
+func (r *Resolved) Node(cred *ca.Credentials, shared *ca.Verified, now time.Time) (*node.Node, error) {
+	verifier := shared.Verifier(cred.CA)
 	var members []node.Member
 	for i, p := range r.Peers {
 		m := node.Member{Name: p.Name, Addr: r.PeerAddrs[i]}
@@ -55,11 +57,11 @@ func (r *Resolved) Started(fault string, dropRate float64) eventlog.Event {
 // peerKey reads a peer's certificate given at start, verifies it against
 // the CA at now and checks that it names the peer.
 func peerKey(v *ca.Verifier, p Peer, now time.Time) (ed25519.PublicKey, error) {
-	c, err := ca.LoadCert(p.Certificate)
+	der, err := ca.ReadCert(p.Certificate)
 	if err != nil {
 		return nil, err
 	}
-	name, key, err := v.Verify(c.Raw, now)
+	name, key, err := v.Verify(der, now)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", p.Certificate, err)
 	}

@@ -28,6 +28,7 @@ import (
 	"net/netip"
 	"time"
 
+	"tokenbed/agent/ca"
 	"tokenbed/agent/eventlog"
 	"tokenbed/experiments"
 	"tokenbed/harness/results"
@@ -54,6 +55,11 @@ type Start struct {
 	// RTPriority, when not 0, asks the process to run its threads
 	// SCHED_FIFO at this priority.
 	RTPriority int
+	// Verified, in a simulation, is the run's certificate verifications,
+	// which its simulated processes share (ca.Verified: the processes of
+	// one run are one OS process); nil for real processes, each of which
+	// verifies what it loads.
+	Verified *ca.Verified
 }
 
 // Files are the paths a process's configuration names.
@@ -120,6 +126,24 @@ type Observer interface {
 type Simulated interface {
 	SimProcess(cfg string, o Start, now time.Time) (p sim.Process, log string, err error)
 }
+
+// SimConfigured is implemented by a Simulated protocol that can keep a
+// simulated process's configuration in memory, so that a simulation
+// writes and parses no configuration files: SimConfig takes Config's
+// arguments, and the SimStart it returns builds, at each start, the
+// process SimProcess would build from the file Config writes. A file
+// lists every peer a process knows: n processes that know each other
+// write and parse n(n-1) entries, which made a simulation's set-up
+// quadratic in n (BenchmarkSetup in harness/sim); in memory, what is the
+// same for every process can be shared.
+type SimConfigured interface {
+	SimConfig(e *experiments.Experiment, p Process, peers []Process, f Files, seed uint64) (SimStart, error)
+}
+
+// SimStart starts a simulated process from the configuration it holds
+// (SimConfigured), as SimProcess does from a file; it is called again for
+// each restart.
+type SimStart func(o Start, now time.Time) (p sim.Process, log string, err error)
 
 // Default is the protocol of an experiment file that names none.
 const Default = experiments.DefaultProtocol

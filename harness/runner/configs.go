@@ -24,10 +24,12 @@ func (r *run) credentials(src *ca.Source) error {
 		return err
 	}
 	copyFile(filepath.Join(dir, ca.CACertFile), filepath.Join(r.dir, results.CADir, ca.CACertFile))
+	r.certPaths = make(map[string]string, len(r.order))
 	for _, inst := range r.order {
 		if err := ca.IssueWith(dir, inst, src); err != nil {
 			return err
 		}
+		r.certPaths[inst] = filepath.Join(dir, ca.CertFile(inst))
 		copyFile(filepath.Join(dir, ca.CertFile(inst)), filepath.Join(r.dir, results.CADir, ca.CertFile(inst)))
 	}
 	return nil
@@ -63,22 +65,42 @@ func (r *run) writeConfigs() error {
 func (r *run) writeJoinConfig(inst, via string) error { return r.writeConfig(inst, []string{via}) }
 
 // writeConfig writes inst's configuration file listing peers, as its
-// protocol words it.
+// protocol words it. A simulation keeps the configuration in memory
+// instead when the protocol can (protocol.SimConfigured): n agents that
+// know each other would write n(n-1) peer entries, and parse them back.
 func (r *run) writeConfig(inst string, peers []string) error {
 	ar := r.agents[inst]
-	var ps []protocol.Process
+	ps := make([]protocol.Process, 0, len(peers))
 	for _, other := range peers {
 		ps = append(ps, r.process(other))
 	}
 	files := protocol.Files{CACert: filepath.Join(r.keyDir, ca.CACertFile), Credentials: r.keyDir,
-		PeerCert: func(i string) string { return filepath.Join(r.keyDir, ca.CertFile(i)) },
+		PeerCert: r.certPath,
 		Log:      filepath.Join(r.absDir(), results.LogsDir, inst+".jsonl")}
-	b, err := r.proto.Config(r.e, r.process(inst), ps, files, r.e.Seed^hash(inst))
+	seed := r.e.Seed ^ hash(inst)
+	if sc, ok := r.proto.(protocol.SimConfigured); ok && r.simb != nil {
+		start, err := sc.SimConfig(r.e, r.process(inst), ps, files, seed)
+		if err != nil {
+			return fmt.Errorf("%s: configuration: %w", inst, err)
+		}
+		ar.simStart, ar.cfgPath = start, ""
+		return nil
+	}
+	b, err := r.proto.Config(r.e, r.process(inst), ps, files, seed)
 	if err != nil {
 		return fmt.Errorf("%s: configuration: %w", inst, err)
 	}
 	ar.cfgPath = filepath.Join(r.keyDir, inst+".yaml")
 	return os.WriteFile(ar.cfgPath, b, 0o600)
+}
+
+// certPath is the file of inst's certificate in the key directory: one
+// string per member, which every configuration naming it shares.
+func (r *run) certPath(inst string) string {
+	if p, ok := r.certPaths[inst]; ok {
+		return p
+	}
+	return filepath.Join(r.keyDir, ca.CertFile(inst))
 }
 
 // process is inst as its protocol sees it.

@@ -36,6 +36,7 @@ import (
 	"sync"
 	"time"
 
+	"tokenbed/agent/ca"
 	"tokenbed/agent/eventlog"
 	"tokenbed/experiments"
 	"tokenbed/harness/backend"
@@ -191,9 +192,12 @@ type agentRun struct {
 	a       backend.Agent
 	spec    experiments.Agent
 	cfgPath string
-	proc    backend.Process
-	running bool
-	tail    *tailer
+	// simStart, in a simulation, starts the agent from its configuration
+	// in memory (protocol.SimConfigured), which has no file.
+	simStart protocol.SimStart
+	proc     backend.Process
+	running  bool
+	tail     *tailer
 }
 
 type run struct {
@@ -213,7 +217,9 @@ type run struct {
 	hfile         *os.File
 	cap           recorder
 	simb          *sim.Backend // the simulator, when it is the backend
+	simVerified   *ca.Verified // the simulated agents' shared certificate verifications
 	keyDir        string
+	certPaths     map[string]string      // by instance: its certificate in keyDir
 	trees         map[string]*netem.Tree // by instance: the tree on the queue toward it
 	eng           *userspace.Engine      // the userspace engine, when that is the path
 	capDev        map[string]string      // device to capture per instance (default: its port's link)

@@ -75,6 +75,9 @@ func (r *run) writeTopology() error {
 			Addr: netip.AddrPortFrom(a.Addr, AgentPort).String(), Namespace: where, Interface: p.Link,
 			Log: filepath.Join(results.LogsDir, inst+".jsonl"), HoldNS: r.nominalHold(inst)})
 	}
+	if n := len(r.e.Directions); n > 0 { // (none is null in the file, as it was)
+		t.Directions = make([]results.DirectionInfo, 0, n)
+	}
 	for _, d := range r.e.Directions {
 		t.Directions = append(t.Directions, results.DirectionInfo{From: d.From, To: d.To,
 			Profile: experiments.ScaleNetwork(d.Profile, r.e.NetworkTimeScale).String(), Paper: d.Text})

@@ -28,8 +28,11 @@ func (r *run) setProfiles(set func(from, to netip.Addr, p netem.Profile) error) 
 			if other == inst || oa.a.Replica != ar.a.Replica {
 				continue
 			}
-			d := dirs[[2]string{ar.a.Name, oa.a.Name}]
-			if err := set(ar.a.Addr, oa.a.Addr, experiments.ScaleNetwork(d.Profile, r.e.NetworkTimeScale)); err != nil {
+			var p netem.Profile
+			if d := dirs[[2]string{ar.a.Name, oa.a.Name}]; d != nil {
+				p = d.Profile
+			}
+			if err := set(ar.a.Addr, oa.a.Addr, experiments.ScaleNetwork(p, r.e.NetworkTimeScale)); err != nil {
 				return err
 			}
 		}

@@ -85,3 +85,40 @@ func BenchmarkScale(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkSetup is a simulated run's set-up at scale: N agents in one
+// random walk that start warm (warm_start: every agent loads and verifies
+// its N-1 peers' certificates, as the Wandering Token's simulations do),
+// then one paper second of running. Set-up used to be quadratic in N:
+// every agent's configuration lists every peer, written as YAML, parsed
+// back, and each peer's certificate verified by each agent.
+//
+//	go test -run - -bench Setup -benchtime 1x -benchmem ./harness/sim
+func BenchmarkSetup(b *testing.B) {
+	for _, n := range []int{300, 1000} {
+		b.Run(fmt.Sprintf("N=%d", n), func(b *testing.B) {
+			var y strings.Builder
+			fmt.Fprintf(&y, "name: setup\nseed: 5\nduration: 1s\nwarm_start: true\ndefaults:\n  profile: \"delay 2ms\"\n  agent:\n    randomwalk: {hold: 100ms}\nagents:\n")
+			for i := range n {
+				fmt.Fprintf(&y, "  - {name: a%d, generate: %v}\n", i, i == 0)
+			}
+			path := filepath.Join(b.TempDir(), "setup.yaml")
+			if err := os.WriteFile(path, []byte(y.String()), 0o644); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				var ru0, ru1 syscall.Rusage
+				syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
+				_, w := simRunWorkers(b, path, "tb5ed000", 0, 0)
+				syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
+				cpu := time.Duration(ru1.Utime.Nano() + ru1.Stime.Nano() - ru0.Utime.Nano() - ru0.Stime.Nano())
+				b.ReportMetric(cpu.Seconds()*1e3/float64(n), "cpu-ms/agent")
+				var ms runtime.MemStats
+				runtime.ReadMemStats(&ms)
+				b.ReportMetric(float64(ms.Sys)/1e6, "sys-MB")
+				b.ReportMetric(float64(w.Stats().Sent), "datagrams")
+			}
+		})
+	}
+}

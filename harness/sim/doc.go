@@ -2,9 +2,11 @@
 // processes of a protocol, unchanged, on the userspace engine's model of
 // netem, in virtual time. It is a backend like the others (registered as
 // "sim"): the runner (harness/runner) loads the experiment, expands its
-// schedule, writes the results directory, the credentials and every
-// process's configuration exactly as for real processes, and analysis
-// reads the results without knowing where they came from. Data flows one
+// schedule, writes the results directory and the credentials exactly as
+// for real processes, makes every process's configuration (in memory
+// when its protocol can keep it there, protocol.SimConfigured; else its
+// file), and analysis reads the results without knowing where they came
+// from. Data flows one
 // way, as for every run: experiment → run (processes or this simulation)
 // → logs and capture → analysis → report.
 //
@@ -70,7 +72,13 @@
 //
 // A direction's profile is interned and its netem model built at its
 // first datagram: n agents have n(n-1) directions, and most never carry
-// one (BenchmarkScale).
+// one (BenchmarkScale). n agents that know each other would write and
+// parse n(n-1) peer entries in their configuration files, and, starting
+// warm, verify n(n-1) certificates: the token passing plug-in keeps the
+// configurations in memory, and the agents of one run share their
+// certificate verifications (protocol.Start.Verified, ca.Verified), which
+// is sound within one process only: the same bytes, verified once
+// against the same CA (BenchmarkSetup).
 //
 // # Faults
 //

@@ -136,8 +136,8 @@ func (n Node) Join(field string) string {
 func (n Node) Decode(v any) error {
 	f := n.File()
 	if !n.IsZero() {
-		f.checkDurations(n.n, reflect.TypeOf(v), n.Path())
-		if err := yaml.NodeToValue(n.n, v, yaml.Strict(), yaml.CustomUnmarshaler(lenientDuration)); err != nil {
+		plain := f.checkDurations(n.n, reflect.TypeOf(v), n.Path())
+		if err := yaml.NodeToValue(n.n, v, decodeOptions(plain)...); err != nil {
 			return f.wrap(err)
 		}
 	}

@@ -6,17 +6,24 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/goccy/go-yaml"
+
 	"tokenbed/agent/ca"
 	"tokenbed/agent/config"
 	"tokenbed/agent/driver"
 	"tokenbed/agent/eventlog"
 	"tokenbed/agent/node"
 	"tokenbed/agent/wire"
+	"tokenbed/experiments"
 	"tokenbed/harness/protocol"
 	"tokenbed/harness/sim"
+	"tokenbed/internal/strictyaml"
 )
 
-var _ protocol.Simulated = Protocol{}
+var (
+	_ protocol.Simulated     = Protocol{}
+	_ protocol.SimConfigured = Protocol{}
+)
 
 // SimProcess implements protocol.Simulated: the agent that `agent run
 // --config cfg` would run, built by the same code (config.Resolved.Node),
@@ -27,6 +34,62 @@ func (Protocol) SimProcess(cfg string, o protocol.Start, now time.Time) (sim.Pro
 	if err != nil {
 		return nil, "", err
 	}
+	return simProcess(cfg, c, o, now)
+}
+
+// SimConfig implements protocol.SimConfigured: the configuration Config
+// writes, kept in memory. All of it but the peers goes through YAML as
+// the file would (written, parsed and decoded at each start, as the
+// agent reads its file); the peers, each agent's list of every other
+// member, are given to the decoded configuration as they are, plain
+// names, addresses and paths that a YAML round trip returns unchanged.
+// TestSimConfigIsTheFile: the same resolved configuration as from the
+// file.
+func (Protocol) SimConfig(e *experiments.Experiment, p protocol.Process, peers []protocol.Process, f protocol.Files, seed uint64) (protocol.SimStart, error) {
+	name, load, err := inMemory(e, p, peers, f, seed)
+	if err != nil {
+		return nil, err
+	}
+	return func(o protocol.Start, now time.Time) (sim.Process, string, error) {
+		c, err := load()
+		if err != nil {
+			return nil, "", err
+		}
+		return simProcess(name, c, o, now)
+	}, nil
+}
+
+// inMemory is SimConfig's configuration: load returns, at each call, what
+// config.Load returns for the file Config writes, named name in errors.
+func inMemory(e *experiments.Experiment, p protocol.Process, peers []protocol.Process, f protocol.Files, seed uint64) (name string, load func() (*config.Config, error), err error) {
+	c, err := agentConfig(e, p, peers, f, seed)
+	if err != nil {
+		return "", nil, err
+	}
+	ps := c.Peers
+	c.Peers = nil
+	b, err := yaml.Marshal(c)
+	if err != nil {
+		return "", nil, err
+	}
+	name = p.Instance + ".yaml (in memory)"
+	return name, func() (*config.Config, error) {
+		n, err := strictyaml.Parse(name, b)
+		if err != nil {
+			return nil, err
+		}
+		c, err := config.Decode(n)
+		if err != nil {
+			return nil, err
+		}
+		c.Peers = ps // read, never written, by Validate and Node
+		return c, nil
+	}, nil
+}
+
+// simProcess is the agent `agent run` runs with configuration c (from
+// the file cfg) and the flags o.
+func simProcess(cfg string, c *config.Config, o protocol.Start, now time.Time) (sim.Process, string, error) {
 	if o.Join != "" {
 		c.Join = o.Join
 		c.SetByFlag("$.join", "join")
@@ -39,7 +102,7 @@ func (Protocol) SimProcess(cfg string, o protocol.Start, now time.Time) (sim.Pro
 	if err != nil {
 		return nil, "", err
 	}
-	n, err := r.Node(cred, now)
+	n, err := r.Node(cred, o.Verified, now)
 	if err != nil {
 		return nil, "", errors.New(cfg + ": " + err.Error())
 	}

@@ -96,6 +96,15 @@ func (Protocol) CheckConfig(a experiments.Agent) error {
 
 // Config implements protocol.Protocol: the agent's configuration file.
 func (Protocol) Config(e *experiments.Experiment, p protocol.Process, peers []protocol.Process, f protocol.Files, seed uint64) ([]byte, error) {
+	c, err := agentConfig(e, p, peers, f, seed)
+	if err != nil {
+		return nil, err
+	}
+	return yaml.Marshal(c)
+}
+
+// agentConfig is the configuration Config writes.
+func agentConfig(e *experiments.Experiment, p protocol.Process, peers []protocol.Process, f protocol.Files, seed uint64) (*config.Config, error) {
 	// The experiment's settings for the agent (passing, the policies'
 	// sections, ...), decoded by the agent's own configuration types.
 	c, err := config.Decode(p.Spec.Config)
@@ -120,7 +129,7 @@ func (Protocol) Config(e *experiments.Experiment, p protocol.Process, peers []pr
 		}
 		c.Peers = append(c.Peers, peer)
 	}
-	return yaml.Marshal(c)
+	return c, nil
 }
 
 // Args implements protocol.Protocol.
