@@ -53,15 +53,7 @@ func BenchmarkEndurance(b *testing.B) {
 func BenchmarkScale(b *testing.B) {
 	for _, n := range []int{100, 1000} {
 		b.Run(fmt.Sprintf("agents=%d", n), func(b *testing.B) {
-			var y strings.Builder
-			fmt.Fprintf(&y, "name: scale\nseed: 3\nduration: 60s\ndefaults:\n  profile: \"delay 2ms\"\n  agent:\n    randomwalk: {hold: 100ms, regenerate_after: 10}\nagents:\n")
-			for i := range n {
-				fmt.Fprintf(&y, "  - {name: a%d, generate: %v}\n", i, i == 0)
-			}
-			path := filepath.Join(b.TempDir(), "scale.yaml")
-			if err := os.WriteFile(path, []byte(y.String()), 0o644); err != nil {
-				b.Fatal(err)
-			}
+			path := walkExperiment(b, n, "name: scale\nseed: 3\nduration: 60s\n", "randomwalk: {hold: 100ms, regenerate_after: 10}")
 			for b.Loop() {
 				var before, after runtime.MemStats
 				var ru0, ru1 syscall.Rusage
@@ -97,15 +89,7 @@ func BenchmarkScale(b *testing.B) {
 func BenchmarkSetup(b *testing.B) {
 	for _, n := range []int{300, 1000} {
 		b.Run(fmt.Sprintf("N=%d", n), func(b *testing.B) {
-			var y strings.Builder
-			fmt.Fprintf(&y, "name: setup\nseed: 5\nduration: 1s\nwarm_start: true\ndefaults:\n  profile: \"delay 2ms\"\n  agent:\n    randomwalk: {hold: 100ms}\nagents:\n")
-			for i := range n {
-				fmt.Fprintf(&y, "  - {name: a%d, generate: %v}\n", i, i == 0)
-			}
-			path := filepath.Join(b.TempDir(), "setup.yaml")
-			if err := os.WriteFile(path, []byte(y.String()), 0o644); err != nil {
-				b.Fatal(err)
-			}
+			path := walkExperiment(b, n, "name: setup\nseed: 5\nduration: 1s\nwarm_start: true\n", "randomwalk: {hold: 100ms}")
 			b.ReportAllocs()
 			for b.Loop() {
 				var ru0, ru1 syscall.Rusage
@@ -121,4 +105,20 @@ func BenchmarkSetup(b *testing.B) {
 			}
 		})
 	}
+}
+
+// walkExperiment writes an experiment of n agents a0..a(n-1) in one
+// random walk over 2 ms links, a0 generating the token: head is its
+// first lines (name, seed, duration, ...), agent the agents' defaults.
+func walkExperiment(b *testing.B, n int, head, agent string) string {
+	var y strings.Builder
+	fmt.Fprintf(&y, "%sdefaults:\n  profile: \"delay 2ms\"\n  agent:\n    %s\nagents:\n", head, agent)
+	for i := range n {
+		fmt.Fprintf(&y, "  - {name: a%d, generate: %v}\n", i, i == 0)
+	}
+	path := filepath.Join(b.TempDir(), "walk.yaml")
+	if err := os.WriteFile(path, []byte(y.String()), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	return path
 }
