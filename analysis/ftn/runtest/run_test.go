@@ -20,6 +20,7 @@ import (
 
 	"tokenbed/analysis"
 	"tokenbed/analysis/ftn"
+	"tokenbed/analysis/pcaptimeline"
 	"tokenbed/experiments"
 	"tokenbed/harness/backend"
 	"tokenbed/harness/backend/ctrbackend"
@@ -158,7 +159,29 @@ func simulate(t *testing.T, e *experiments.Experiment, file string) string {
 // partition), unimpaired links: its checker passes.
 func TestExperimentNetns(t *testing.T) {
 	testenv.RequireRoot(t, "creates network namespaces")
-	judge(t, runReal(t, nil))
+	dir := runReal(t, nil)
+	judge(t, dir)
+	decodes(t, dir)
+}
+
+// decodes: the reader of `harness pcap` (analysis/pcaptimeline) shows
+// the run's capture as FTN datagrams, every one decoded (none refused),
+// and no token passing session: a real capture, not only the literal
+// ones of its golden test.
+func decodes(t *testing.T, dir string) {
+	t.Helper()
+	tl, err := pcaptimeline.ReadFile(filepath.Join(dir, results.CaptureFile), pcaptimeline.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tl.FTN == nil || tl.FTN.Transmissions < 1000 || tl.FTN.Refused != 0 || len(tl.Groups) != 0 || len(tl.Malformed) != 0 {
+		var n, refused int
+		if tl.FTN != nil {
+			n, refused = tl.FTN.Transmissions, tl.FTN.Refused
+		}
+		t.Errorf("harness pcap of %s: %d FTN transmissions (want over 1000), %d refused, %d token passing sessions, %d malformed; want FTN only, none refused",
+			dir, n, refused, len(tl.Groups), len(tl.Malformed))
+	}
 }
 
 // TestExperimentInContainers: the same experiment with every server and
@@ -185,6 +208,7 @@ func TestExperimentInContainers(t *testing.T) {
 		t.Errorf("run.json: backend %q, %v; want container", info.Backend, err)
 	}
 	judge(t, dir)
+	decodes(t, dir)
 }
 
 // runReal runs the experiment with real processes on be (nil: network
