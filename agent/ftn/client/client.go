@@ -114,6 +114,7 @@ type Hold struct {
 	Mode  msg.Mode
 	Fence msg.Fence
 	Data  []byte
+	Req   uint64 // the acquire that obtained it
 }
 
 type op struct {
@@ -383,11 +384,17 @@ func (c *Client) query(i int, m msg.Msg) {
 	if c.late(i, m.Inc) {
 		return
 	}
-	r := msg.Msg{Kind: msg.QueryReply, Client: c.id, RegVersion: c.regVersion, Version: m.Version}
+	// Req and Marks tell the querier which of our requests may still come
+	// (those outstanding) and that every other one up to Req is done: it
+	// refuses their late copies, whichever server they were sent to.
+	r := msg.Msg{Kind: msg.QueryReply, Client: c.id, RegVersion: c.regVersion, Version: m.Version, Req: c.nextReq}
 	names := slices.Sorted(maps.Keys(c.holds))
 	for _, n := range names {
 		h := c.holds[n]
-		r.Holds = append(r.Holds, msg.Hold{Client: c.id, Name: n, Mode: h.Mode, Fence: h.Fence, Data: h.Data})
+		r.Holds = append(r.Holds, msg.Hold{Client: c.id, Name: n, Mode: h.Mode, Fence: h.Fence, Data: h.Data, Req: h.Req})
+	}
+	for _, req := range c.reqs() {
+		r.Marks = append(r.Marks, msg.ReqMark{Client: c.id, Name: c.ops[req].Name, Req: req})
 	}
 	c.send(i, r)
 }
@@ -403,6 +410,12 @@ func (c *Client) reply(i int, m msg.Msg) {
 		}
 		return
 	}
+	if m.Client != c.id || m.RegVersion != c.regVersion {
+		// Meant for a previous registration of this process: its request
+		// numbers started again at 1 in this one.
+		c.event(msg.Event{Kind: "stale", Server: i, Req: m.Req, Name: m.Name, Detail: "reply to " + msg.IDString(m.Client)})
+		return
+	}
 	p := c.ops[m.Req]
 	if p == nil || p.Name != m.Name {
 		return // a repeat's answer
@@ -412,7 +425,7 @@ func (c *Client) reply(i int, m msg.Msg) {
 	if m.Status == msg.OK {
 		switch p.Kind {
 		case msg.Acquire:
-			c.holds[p.Name] = &Hold{Mode: p.Mode, Fence: m.Fence, Data: m.Data}
+			c.holds[p.Name] = &Hold{Mode: p.Mode, Fence: m.Fence, Data: m.Data, Req: p.req}
 			r.Data = m.Data
 		case msg.Release:
 			delete(c.holds, p.Name)

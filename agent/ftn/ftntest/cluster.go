@@ -75,6 +75,7 @@ type Cluster struct {
 	trace []string
 	log   []eventlog.Event
 	seq   map[string]uint64
+	sent  []packet // every datagram sent, for Replay
 }
 
 // New starts a cluster: every server and client is up at tick 0.
@@ -264,8 +265,35 @@ func (c *Cluster) sendAll(from msg.Peer, outs []msg.Out) {
 		if c.ShowAll || (c.ShowMsgs && !hidden(o.Msg.Kind)) {
 			c.tracef("%s->%s %s", from.Name, to, o.Msg)
 		}
-		c.flight = append(c.flight, packet{from: from, to: o.To, m: copyMsg(o.Msg)})
+		p := packet{from: from, to: o.To, m: copyMsg(o.Msg)}
+		c.flight = append(c.flight, p)
+		c.sent = append(c.sent, p)
 	}
+}
+
+// Replay puts in flight again the first datagram sent from process
+// from to process to of kind k and request number req (name too, if
+// not ""): a late duplicate, or an attacker's replay of a captured
+// datagram (it carries its sender's valid signature). It reports
+// whether one was found.
+func (c *Cluster) Replay(from, to string, k msg.Kind, req uint64, name string) bool {
+	for _, p := range c.sent {
+		if p.from.Name == from && c.names[p.to] == to && p.m.Kind == k && p.m.Req == req && (name == "" || p.m.Name == name) {
+			c.tracef("replay %s->%s %s", from, to, p.m)
+			c.flight = append(c.flight, packet{from: p.from, to: p.to, m: copyMsg(p.m)})
+			return true
+		}
+	}
+	return false
+}
+
+// Reregister gives client j a new registration in the same process (the
+// host does this when its ID becomes invalid: agent/ftn/host's
+// ftn_reregister): a new machine, same name and address, request
+// numbers from 1 again.
+func (c *Cluster) Reregister(j int) error {
+	c.record(c.clients[j].peer.Name, eventlog.Event{Kind: "ftn_reregister"})
+	return c.StartClient(j)
 }
 
 func (c *Cluster) collectServer(i int) {
