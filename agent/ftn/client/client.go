@@ -27,6 +27,15 @@
 // query it adopts the query's global state, so every message of the dead
 // server that arrives after the answer is discarded, and every one that
 // arrived before is in the answer.
+//
+// Fresh replies: a reply names the registration (client ID and
+// RegVersion) and the request it answers. The client takes it only for
+// an outstanding request of its current registration: a client
+// registered again (a new machine in the same process, whose request
+// numbers start again at 1) takes nothing meant for its previous life.
+// Its answer to a query carries its newest request number and its
+// outstanding requests, so that a server taking names over refuses late
+// copies of the others (the server package's "Fresh requests").
 package client
 
 import (

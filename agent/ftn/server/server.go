@@ -73,6 +73,38 @@
 // disk: if servers of the majority that held V restart before the next
 // election (forgetting V), a later leader may lack V, and the guarantee
 // does not hold.
+//
+// # Fresh requests
+//
+// 001 repeats unacknowledged requests and asks servers to "guard against
+// late messages"; a network that duplicates and delays, or an attacker
+// who replays a captured datagram (its signature stays valid for its
+// address pair), delivers old requests. A request is named by the
+// client's ID (unique per registration: the leader's term and count)
+// and its request number, which increases within the registration; the
+// client has at most one request outstanding per name. So for a client
+// and a name, only the newest request can still be awaited, and the
+// server applies a request only if it is at least as new as every one it
+// has seen from that client for that name (token.marks). The newest one
+// again is a copy: an acquire granted is answered with its grant, a
+// write already applied is answered and not applied again (another
+// holder may have written since). Older ones are dropped with a "stale"
+// event. A newer acquire from a client the server lists as holder ends
+// that hold (the client does not know of it: it never asks for a name it
+// holds) and is served with a new fence.
+//
+// The marks of a name go with it in transfers (TokenState.Marks). A
+// server that takes names over by a query round (boot, a server DOWN) has
+// not seen the requests sent to their previous server, so each client's
+// answer carries its newest request number and the requests it has
+// outstanding (QueryReply Req, Marks): anything up to that number that
+// was not outstanding had completed, and is refused (floors). A request
+// the client sends after answering goes to this server or a later one,
+// since the client adopts the query's global state before it answers.
+// A leader change moves no names by itself; the leader's global state
+// carries no request numbers (the client list keeps the IDs, and the
+// round covers what moves). A client dropped from the list loses its
+// marks with its ID: its requests are refused as "ID invalid".
 package server
 
 import (
