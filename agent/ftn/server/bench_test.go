@@ -12,28 +12,9 @@ import (
 // registered client.
 func serving(tb testing.TB, skip bool) (*Server, msg.Peer, msg.Msg) {
 	tb.Helper()
-	self := msg.Peer{Name: "s0", Addr: netip.MustParseAddrPort("10.0.0.1:7000")}
-	s, err := New(Config{Servers: []msg.Peer{self}, Inc: 1, Seed: 1, SkipFreshness: skip})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	for i := 0; i < 100 && !s.Serving(); i++ {
-		s.Tick()
-		s.Ready()
-	}
+	s := oneServer(tb, Config{SkipFreshness: skip})
 	c := msg.Peer{Name: "c0", Addr: netip.MustParseAddrPort("10.0.1.1:7000")}
-	s.Step(c, msg.Msg{Kind: msg.Register, Nonce: 1})
-	out, _ := s.Ready()
-	var reg msg.Msg
-	for _, o := range out {
-		if o.Msg.Kind == msg.Registered {
-			reg = o.Msg
-		}
-	}
-	if !s.Serving() || reg.Client == 0 {
-		tb.Fatalf("not serving (%v) or not registered (%v)", s.Serving(), reg)
-	}
-	return s, c, reg
+	return s, c, registerClient(tb, s, c)
 }
 
 // acquireRelease runs n acquire+release steps of a client on one name
