@@ -26,7 +26,7 @@ func init() {
 	analysis.RegisterChecker(tokenpassing.Name, "loss", check(func(p *part) analysis.Requirement {
 		var r analysis.Requirement
 		r, p.losses = checkLoss(p.sum(), p.h, p.hs, p.cf, p.exp, p.paper, p.b)
-		return r
+		return p.needsSchedule(r, "a loss is explained by a crash of the schedule")
 	}))
 	analysis.RegisterChecker(tokenpassing.Name, "latency", check(func(p *part) analysis.Requirement {
 		p.lat = latencies(p.sum(), p.h)
@@ -36,9 +36,9 @@ func init() {
 		return checkValidation(p.sum(), p.h, p.cf, p.b)
 	}))
 	analysis.RegisterChecker(tokenpassing.Name, "liveness", check(func(p *part) analysis.Requirement {
-		return checkLiveness(p.sum(), p.h, p.exp, p.losses, p.paper, p.b)
+		return p.needsSchedule(checkLiveness(p.sum(), p.h, p.exp, p.losses, p.paper, p.b), "outages and agents down excuse a stall and cut the phases")
 	}))
-	analysis.RegisterChecker(tokenpassing.Name, "agents", check(func(p *part) analysis.Requirement { return checkAgents(p.h, p.exp) }))
+	analysis.RegisterChecker(tokenpassing.Name, "agents", check(func(p *part) analysis.Requirement { return checkAgents(p.h, p.exp, p.info.Status) }))
 }
 
 // check adapts a checker of token passing's part; a context without it
@@ -54,10 +54,27 @@ func check(f func(p *part) analysis.Requirement) analysis.Checker {
 	})
 }
 
+// needsSchedule is r, not judged when the harness's log is damaged: the
+// check needs the schedule's whole record (why), and what it found in the
+// part that was read is kept in the detail.
+func (p *part) needsSchedule(r analysis.Requirement, why string) analysis.Requirement {
+	d := p.h.harnessDamage
+	if d == nil {
+		return r
+	}
+	return analysis.Unjudged(fmt.Sprintf("%s: the harness's log is damaged, and %s: the crashes and outages after line %d are unknown; what the logs show: %s %s",
+		d, why, d.line-1, r.Verdict, r.Detail))
+}
+
 // loader is token passing's analysis.Analysis.
 type loader struct{}
 
-var _ analysis.Analysis = loader{}
+var _ analysis.DamageAware = loader{}
+
+// JudgesDamagedHarnessLog: a damaged harness's log fails the agents check,
+// and loss, liveness and fairness, which need the schedule's crashes and
+// outages, are not judged (history.harnessDamage).
+func (loader) JudgesDamagedHarnessLog() {}
 
 // Load reads the agents' logs into a history and the capture's facts.
 func (loader) Load(c *analysis.Context) (analysis.Part, error) {
