@@ -91,19 +91,9 @@ func damagedLogs(h *history, status string) (problems, excused []string) {
 	unstopped := 0
 	for _, inst := range h.instances() {
 		a := h.agents[inst]
-		used := 0 // crashes, in time order, matched to a process
-		killed := make([]bool, len(a.procs))
-		for i, pr := range a.procs {
-			for used < len(crashes[inst]) && crashes[inst][used] < pr.from {
-				used++
-			}
-			if !pr.stopped && used < len(crashes[inst]) && (i == len(a.procs)-1 || crashes[inst][used] <= a.procs[i+1].from) {
-				killed[i] = true
-				used++
-			}
-		}
+		killed := a.killedAt(crashes[inst])
 		if d := a.damage; d != nil {
-			if d.truncated && len(a.procs) > 0 && killed[len(a.procs)-1] {
+			if d.truncated && len(a.procs) > 0 && killed[len(a.procs)-1] > 0 {
 				excused = append(excused, fmt.Sprintf("%s: %s: the schedule killed the process mid-line", inst, d))
 			} else {
 				problems = append(problems, fmt.Sprintf("%s: %s: the log is damaged there, the rest of it is lost", inst, d))
@@ -111,7 +101,7 @@ func damagedLogs(h *history, status string) (problems, excused []string) {
 		}
 		for i, pr := range a.procs {
 			switch {
-			case pr.stopped || killed[i]:
+			case pr.stopped || killed[i] > 0:
 			case status != "ok" && i == len(a.procs)-1:
 				unstopped++ // killed with the run
 			case h.harnessDamage != nil:
@@ -125,6 +115,25 @@ func damagedLogs(h *history, status string) (problems, excused []string) {
 		excused = append(excused, fmt.Sprintf("%d processes without agent_stopping at the end of a run that did not finish (status %q) not judged", unstopped, status))
 	}
 	return problems, excused
+}
+
+// killedAt is, for each of the agent's processes, the crash or leave of
+// the schedule (crashes: its times, in order) that ended it, or 0: a
+// process that did not log agent_stopping is matched with the first
+// crash after its start and before the next process starts.
+func (a *agentInfo) killedAt(crashes []int64) []int64 {
+	used := 0
+	killed := make([]int64, len(a.procs))
+	for i, pr := range a.procs {
+		for used < len(crashes) && crashes[used] < pr.from {
+			used++
+		}
+		if !pr.stopped && used < len(crashes) && (i == len(a.procs)-1 || crashes[used] <= a.procs[i+1].from) {
+			killed[i] = crashes[used]
+			used++
+		}
+	}
+	return killed
 }
 
 // logName is the agent's log as the results name it.

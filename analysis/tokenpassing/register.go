@@ -13,8 +13,8 @@ import (
 	"tokenbed/harness/results"
 )
 
-// The checks of token passing: requirements (i)–(iv) of 002 §2, liveness
-// and agents, and the analysis that derives what they judge. Duplication
+// The checks of token passing: requirements (i)–(iv) of 002 §2, liveness,
+// fairness and agents, and the analysis that derives what they judge. Duplication
 // runs first, as it always has: the loss checker reads the holds it does
 // not change.
 func init() {
@@ -37,6 +37,9 @@ func init() {
 	}))
 	analysis.RegisterChecker(tokenpassing.Name, "liveness", check(func(p *part) analysis.Requirement {
 		return p.needsSchedule(checkLiveness(p.sum(), p.h, p.exp, p.losses, p.paper, p.b), "outages and agents down excuse a stall and cut the phases")
+	}))
+	analysis.RegisterChecker(tokenpassing.Name, "fairness", check(func(p *part) analysis.Requirement {
+		return p.needsSchedule(checkFairness(p.sum(), p.h, p.exp), "crashes, outages and joins cut the phases and say who is live")
 	}))
 	analysis.RegisterChecker(tokenpassing.Name, "agents", check(func(p *part) analysis.Requirement { return checkAgents(p.h, p.exp, p.info.Status) }))
 }
@@ -131,11 +134,11 @@ func (p *part) sum() *summary { return &summary{p.s, p.f} }
 func (p *part) Frame() analysis.Frame {
 	return analysis.Frame{
 		Title:   "Endurance report",
-		Checks:  "requirements of 002 §2, liveness, agents",
-		AllPass: "requirements (i)–(iv) of 002 §2, liveness and the agents' processes",
-		Order:   []string{"loss", "duplication", "latency", "validation", "liveness", "agents"},
+		Checks:  "requirements of 002 §2, liveness, fairness, agents",
+		AllPass: "requirements (i)–(iv) of 002 §2, liveness, fairness and the agents' processes",
+		Order:   []string{"loss", "duplication", "latency", "validation", "liveness", "fairness", "agents"},
 		Labels: map[string]string{"loss": "(i) loss", "duplication": "(ii) duplication", "latency": "(iii) latency", "validation": "(iv) validation",
-			"liveness": "liveness", "agents": "agents"},
+			"liveness": "liveness", "fairness": "fairness", "agents": "agents"},
 		Suite: "tokenbed endurance",
 	}
 }

@@ -14,7 +14,8 @@
 // time), latency per direction, network failures tolerated and how they
 // were detected, token losses with their causes, datagrams lost by the
 // network, regenerations, discards and rejections, duplications,
-// unvalidated acquisitions, the longest gap and the phases.
+// unvalidated acquisitions, the longest gap and the phases, and each
+// phase's acquisitions by agent against the fairness bounds.
 package tokenpassing
 
 import (
@@ -105,6 +106,7 @@ type Figures struct {
 	Unvalidated     []string       `json:"unvalidated_acquisitions"`
 	LongestGapS     float64        `json:"longest_time_without_acquisition_s"`
 	Phases          []Phase        `json:"phases"`
+	Fairness        []FairPhase    `json:"fairness_phases"`
 }
 
 // FiguresOf is token passing's figures of a summary (empty ones for a
