@@ -25,6 +25,9 @@ type history struct {
 	// suppressed counts, per reason, rejections logged only in
 	// rejections_summary events (not one by one).
 	suppressed map[string]uint64
+	// clock is, per sender and receiver, the largest lower bound on how
+	// far the receiver's wall clock was behind the sender's (clock.go).
+	clock map[clockPair]clockLag
 }
 
 // ev is one kept event.
@@ -102,7 +105,7 @@ var kept = map[eventlog.Kind]bool{
 
 // newHistory starts a history of the run's agents.
 func newHistory(agents []results.AgentInfo) *history {
-	h := &history{agents: map[string]*agentInfo{}, suppressed: map[string]uint64{}}
+	h := &history{agents: map[string]*agentInfo{}, suppressed: map[string]uint64{}, clock: map[clockPair]clockLag{}}
 	for _, a := range agents {
 		h.agents[a.Instance] = &agentInfo{instance: a.Instance, name: a.Name, replica: a.Replica, holdNS: a.HoldNS}
 	}
@@ -142,6 +145,9 @@ func (h *history) add(ai *agentInfo, e eventlog.Event) {
 		for reason, n := range e.Counts {
 			h.suppressed[reason] += n
 		}
+	}
+	if receivedKinds[e.Kind] {
+		h.clockSample(ai, e)
 	}
 	if kept[e.Kind] {
 		h.evs = append(h.evs, ev{mono: e.MonoNS, wall: e.WallNS, agent: ai.instance, kind: e.Kind, token: e.Token,

@@ -146,8 +146,9 @@ func (p *part) Frame() analysis.Frame {
 // Figures are token passing's figures of summary.json.
 func (p *part) Figures() any { return p.f }
 
-// Begin notes what reading the logs and the capture found wrong, and
-// counts hits and return times.
+// Begin notes what reading the logs and the capture found wrong, counts
+// hits and return times, and warns of agents' clocks measured further
+// apart than their max_clock_skew (clock.go).
 func (p *part) Begin(c *analysis.Context) {
 	h, cf := p.h, p.cf
 	for _, n := range h.parseErr {
@@ -166,6 +167,11 @@ func (p *part) Begin(c *analysis.Context) {
 		}
 	}
 	p.f.Agents = agentFigures(h, p.paper)
+	var warn []string
+	p.f.Clocks, warn = clockDifferences(h, p.exp)
+	for _, w := range warn {
+		c.Note("%s", w)
+	}
 }
 
 // Finish counts the network failures tolerated, and the outages.

@@ -107,6 +107,9 @@ type Figures struct {
 	LongestGapS     float64        `json:"longest_time_without_acquisition_s"`
 	Phases          []Phase        `json:"phases"`
 	Fairness        []FairPhase    `json:"fairness_phases"`
+	// Clocks are how far each agent's wall clock was measured behind
+	// another's, at least, from the nonces of the datagrams it received.
+	Clocks []ClockDifference `json:"clock_differences"`
 }
 
 // FiguresOf is token passing's figures of a summary (empty ones for a
