@@ -269,3 +269,29 @@ func writeCapture(t *testing.T, dir string, acqs []ev, stopped bool) {
 		t.Fatal(err)
 	}
 }
+
+// A process whose log ends without agent_stopping: lost lines in a run
+// that finished, not judged in one killed with its agents; and a first
+// process that the schedule did not kill, before a second one that
+// stopped, is named by its last line.
+func TestAgentsLogWithoutItsLastEvent(t *testing.T) {
+	h := newHistory([]results.AgentInfo{{Name: "C", Instance: "C", Log: "logs/C.jsonl"}})
+	h.agents["C"].log = "logs/C.jsonl"
+	h.add(h.agents["C"], eventlog.Event{Agent: "C", Seq: 1, MonoNS: 1, Kind: eventlog.AgentStarted})
+	h.add(h.agents["C"], eventlog.Event{Agent: "C", Seq: 2, MonoNS: 2, Kind: eventlog.TokenAcquired})
+	if r := checkAgents(h, nil, "ok"); r.Verdict != analysis.VerdictFail || !strings.Contains(r.Detail, "C: logs/C.jsonl line 2 ends a process without agent_stopping") {
+		t.Errorf("finished run: %+v, want a failure at line 2", r)
+	}
+	if r := checkAgents(h, nil, "killed"); r.Verdict != analysis.VerdictPass || !strings.Contains(r.Detail, `1 processes without agent_stopping at the end of a run that did not finish (status "killed") not judged`) {
+		t.Errorf("killed run: %+v, want a pass saying what was not judged", r)
+	}
+	h.add(h.agents["C"], eventlog.Event{Agent: "C", Seq: 1, MonoNS: 3, Kind: eventlog.AgentStarted})
+	h.add(h.agents["C"], eventlog.Event{Agent: "C", Seq: 2, MonoNS: 4, Kind: eventlog.AgentStopping})
+	if r := checkAgents(h, nil, "killed"); r.Verdict != analysis.VerdictFail || !strings.Contains(r.Detail, "C: logs/C.jsonl line 2 ends a process without agent_stopping") {
+		t.Errorf("two processes, the first unstopped and not killed: %+v, want a failure at line 2", r)
+	}
+	h.harness = []eventlog.Event{{Kind: eventlog.AgentCrash, Peer: "C", MonoNS: 2}}
+	if r := checkAgents(h, nil, "ok"); r.Verdict != analysis.VerdictPass {
+		t.Errorf("the first process crashed by the schedule: %+v, want a pass", r)
+	}
+}
