@@ -1,7 +1,10 @@
 // Package tokenpassing is token passing's analysis (seed 002), plugged
 // into package analysis by protocol name from init: its history of holds
 // from the agents' event logs, the capture's facts, the checkers of
-// requirements (i)–(iv) of 002 §2, liveness and agents, its figures in
+// requirements (i)–(iv) of 002 §2, liveness, fairness (each member's
+// share of acquisitions against a uniform random walk's, 002 §3.2) and
+// agents (the processes, and their logs whole), the agents' clocks as
+// far apart as the datagrams' nonces prove them, its figures in
 // summary.json (Figures), its report sections (the paper's figures beside
 // this run's, latency, return times, losses) and plots. Every figure is
 // computed from the agents' event logs and cross-checked against the
