@@ -196,13 +196,24 @@ func Analyze(dir string) (*Summary, error) {
 			exp.Replicas = info.Replicas
 		}
 	}
-	harness, err := readHarnessLog(dir)
+	harness, damage, err := readHarnessLog(dir)
 	if err != nil {
 		return nil, err
 	}
 	c := NewContext(info, topo, exp, harness, func(f func(eventlog.Event) error) error { return eachLogEvent(dir, topo, f) })
 	c.dir = dir
 	proto := c.protocol()
+	if damage != nil {
+		// Only an analysis that says what it could not judge without the
+		// rest of the schedule's record gets a report; for any other the
+		// damage stays an error, as a report judged on half a schedule
+		// could pass.
+		if _, ok := analyses[proto].(DamageAware); !ok {
+			return nil, damage
+		}
+		c.harnessDamage = damage
+		c.Note("%s: the harness's log is damaged (%v): read up to line %d; the checks that need the schedule's record say what they could not judge", damage.File, damage.Err, damage.Line-1)
+	}
 	if a, ok := analyses[proto]; ok {
 		if c.part, err = a.Load(c); err != nil {
 			return nil, err

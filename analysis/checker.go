@@ -39,6 +39,8 @@ type Context struct {
 	dir    string // the results directory ("": a literal history)
 	s      *Summary
 	part   Part
+	// harnessDamage is where the harness's log is damaged (nil: whole).
+	harnessDamage *eventlog.ParseError
 }
 
 // NewContext is a context of a run that is not in a results directory (a
@@ -83,8 +85,14 @@ func (c *Context) Topology() results.Topology { return c.topo }
 func (c *Context) Experiment() *experiments.Experiment { return c.exp }
 
 // HarnessEvents is the harness's own log: schedule steps, crashes,
-// outages, notices.
+// outages, notices. When the log is damaged (HarnessLogDamage), the events
+// before the damage.
 func (c *Context) HarnessEvents() []eventlog.Event { return c.harness }
+
+// HarnessLogDamage is the file and line at which the harness's log is
+// damaged (cut mid-line, or a line that is not an event), nil when it is
+// whole. Only a DamageAware analysis sees a damaged one.
+func (c *Context) HarnessLogDamage() *eventlog.ParseError { return c.harnessDamage }
 
 // Events calls f with every event of every process's log, each log in its
 // own order (processes one after another): every kind, with a protocol's

@@ -13,6 +13,16 @@ type Analysis interface {
 	Load(c *Context) (Part, error)
 }
 
+// DamageAware is an Analysis whose checkers judge a run whose harness's
+// log is damaged (Context.HarnessLogDamage): those that need the whole
+// schedule's record fail or are not judged, naming the file and line.
+// Analyze writes the report of such a run; for an analysis that is not
+// DamageAware a damaged harness's log stays an error and no report.
+type DamageAware interface {
+	Analysis
+	JudgesDamagedHarnessLog()
+}
+
 // Part is a protocol's part of one run's analysis (Context.Part).
 type Part interface {
 	// Frame is how the report names the run and its checks.

@@ -10,13 +10,20 @@ import (
 	"tokenbed/harness/results"
 )
 
-// readHarnessLog reads the harness's own log (none: no events).
-func readHarnessLog(dir string) ([]eventlog.Event, error) {
+// readHarnessLog reads the harness's own log (none: no events). A log
+// damaged at a line (cut mid-line, or a line that is not an event) is read
+// up to it: its events and the *eventlog.ParseError naming the file and
+// line come back together. Any other error reads nothing.
+func readHarnessLog(dir string) ([]eventlog.Event, *eventlog.ParseError, error) {
 	evs, err := eventlog.ReadFile(filepath.Join(dir, results.LogsDir, results.HarnessLog))
-	if err != nil && !os.IsNotExist(err) {
-		return nil, err
+	if pe, ok := err.(*eventlog.ParseError); ok {
+		pe.File = filepath.Join(results.LogsDir, results.HarnessLog)
+		return evs, pe, nil
 	}
-	return evs, nil
+	if err != nil && !os.IsNotExist(err) {
+		return nil, nil, err
+	}
+	return evs, nil, nil
 }
 
 // eachLogEvent calls f with every event of every process's log in dir, a

@@ -19,9 +19,15 @@ type history struct {
 	harness  []eventlog.Event
 	endMono  int64 // the last event's mono time
 	parseErr []string
+	// harnessDamage is where the harness's log is damaged (nil: whole):
+	// it was read up to the line before.
+	harnessDamage *damage
 	// suppressed counts, per reason, rejections logged only in
 	// rejections_summary events (not one by one).
 	suppressed map[string]uint64
+	// clock is, per sender and receiver, the largest lower bound on how
+	// far the receiver's wall clock was behind the sender's (clock.go).
+	clock map[clockPair]clockLag
 }
 
 // ev is one kept event.
@@ -53,6 +59,39 @@ type agentInfo struct {
 	started        int      // agent_started events
 	seqGaps        []string // within a process lifetime: lost lines
 	noLog          bool
+	log            string    // its file, relative to the results
+	procs          []process // its processes, in the log's order
+	damage         *damage   // where its log is damaged (nil: whole)
+}
+
+// process is one process lifetime in an agent's log: from its first line
+// (seq 1) to its last.
+type process struct {
+	from, last int64 // mono of its first and last event
+	lastLine   int   // line of the log of its last event
+	stopped    bool  // logged agent_stopping, the last event of a process that ends by itself
+}
+
+// damage is where a log stops being readable: a line cut short (a full
+// disk, a file cut by hand: Write writes whole lines) or one that is not
+// an event. The log is read up to the line before.
+type damage struct {
+	file      string
+	line      int
+	err       error
+	truncated bool // cut mid-line at the end of the file
+}
+
+func (d *damage) String() string { return fmt.Sprintf("%s line %d: %v", d.file, d.line, d.err) }
+
+// damageOf is the damage a reader's error names, or nil if err is not a
+// log's damage (a missing file, an I/O error).
+func damageOf(err error, file string) *damage {
+	pe, ok := err.(*eventlog.ParseError)
+	if !ok {
+		return nil
+	}
+	return &damage{file: file, line: pe.Line, err: pe.Err, truncated: strings.HasPrefix(pe.Err.Error(), "truncated line")}
 }
 
 // kept says which kinds analysis needs; datagram events are kept for the
@@ -66,7 +105,7 @@ var kept = map[eventlog.Kind]bool{
 
 // newHistory starts a history of the run's agents.
 func newHistory(agents []results.AgentInfo) *history {
-	h := &history{agents: map[string]*agentInfo{}, suppressed: map[string]uint64{}}
+	h := &history{agents: map[string]*agentInfo{}, suppressed: map[string]uint64{}, clock: map[clockPair]clockLag{}}
 	for _, a := range agents {
 		h.agents[a.Instance] = &agentInfo{instance: a.Instance, name: a.Name, replica: a.Replica, holdNS: a.HoldNS}
 	}
@@ -86,6 +125,14 @@ func (h *history) add(ai *agentInfo, e eventlog.Event) {
 	} else if e.Seq != ai.lastSeq+1 {
 		ai.seqGaps = append(ai.seqGaps, fmt.Sprintf("seq %d after %d", e.Seq, ai.lastSeq))
 	}
+	if e.Seq == 1 || len(ai.procs) == 0 {
+		ai.procs = append(ai.procs, process{from: e.MonoNS})
+	}
+	pr := &ai.procs[len(ai.procs)-1]
+	pr.last, pr.lastLine = max(pr.last, e.MonoNS), ai.lines
+	if e.Kind == eventlog.AgentStopping {
+		pr.stopped = true
+	}
 	ai.lastSeq = e.Seq
 	ai.lastMono = max(ai.lastMono, e.MonoNS)
 	switch e.Kind {
@@ -98,6 +145,9 @@ func (h *history) add(ai *agentInfo, e eventlog.Event) {
 		for reason, n := range e.Counts {
 			h.suppressed[reason] += n
 		}
+	}
+	if receivedKinds[e.Kind] {
+		h.clockSample(ai, e)
 	}
 	if kept[e.Kind] {
 		h.evs = append(h.evs, ev{mono: e.MonoNS, wall: e.WallNS, agent: ai.instance, kind: e.Kind, token: e.Token,
@@ -132,6 +182,7 @@ func readLogs(dir string, topo results.Topology) (*history, error) {
 	h.evs = make([]ev, 0, size/400)
 	for _, a := range topo.Agents {
 		ai := h.agents[a.Instance]
+		ai.log = a.Log
 		path := filepath.Join(dir, a.Log)
 		f, err := os.Open(path)
 		if os.IsNotExist(err) {
@@ -144,18 +195,18 @@ func readLogs(dir string, topo results.Topology) (*history, error) {
 		err = eventlog.Read(f, path, func(e eventlog.Event) error { h.add(ai, e); return nil })
 		f.Close()
 		if err != nil {
-			// A log cut by a crash mid-line is read up to its last whole
-			// line; anything else malformed is reported and stops analysis.
-			if pe, ok := err.(*eventlog.ParseError); ok && strings.Contains(pe.Err.Error(), "truncated line") {
-				h.parseErr = append(h.parseErr, err.Error())
-			} else {
+			// A damaged log is read up to its last good line and judged
+			// by the agents check (checkAgents); an I/O error stops
+			// analysis.
+			if ai.damage = damageOf(err, a.Log); ai.damage == nil {
 				return nil, err
 			}
+			h.parseErr = append(h.parseErr, ai.damage.String())
 		}
 	}
-	hpath := filepath.Join(dir, results.LogsDir, results.HarnessLog)
-	hevs, err := eventlog.ReadFile(hpath)
-	if err != nil && !os.IsNotExist(err) {
+	hrel := filepath.Join(results.LogsDir, results.HarnessLog)
+	hevs, err := eventlog.ReadFile(filepath.Join(dir, hrel))
+	if h.harnessDamage = damageOf(err, hrel); h.harnessDamage == nil && err != nil && !os.IsNotExist(err) {
 		return nil, err
 	}
 	h.harness = hevs

@@ -4,7 +4,6 @@ import (
 	"tokenbed/analysis"
 
 	"fmt"
-	"math"
 	"sort"
 	"strings"
 	"time"
@@ -123,86 +122,12 @@ func checkLiveness(s *summary, h *history, exp *experiments.Experiment, losses [
 	if why != "" {
 		return analysis.Unjudged(why)
 	}
-	finished := h.replicaFinished()
-	runEnd := h.runEndMono()
-	replicaOf := func(inst string) int {
-		if a := h.agents[inst]; a != nil {
-			return a.replica
-		}
-		return -1
-	}
-	type rep struct {
-		start, end int64
-		acqs       []int // indices in h.evs
-		cuts       []int64
-		faults     []span // outages and agents down
-		lossWaits  []span // after a token loss by a crash: regeneration
-	}
-	reps := map[int]*rep{}
-	get := func(r int) *rep {
-		if reps[r] == nil {
-			end := runEnd
-			if f, ok := finished[r]; ok {
-				end = f
-			}
-			reps[r] = &rep{start: math.MaxInt64, end: end}
-		}
-		return reps[r]
-	}
-	for i, e := range h.evs {
-		rp := get(replicaOf(e.agent))
-		rp.start = min(rp.start, e.mono)
-		if e.kind == eventlog.TokenAcquired {
-			rp.acqs = append(rp.acqs, i)
-		}
-	}
-	openOut := map[string]int64{}
-	downAt := map[string]int64{}
-	for _, e := range h.harness {
-		inst := e.Peer
-		if e.Link != "" {
-			inst, _, _ = strings.Cut(e.Link, ">")
-		}
-		r := replicaOf(inst)
-		if r < 0 {
-			continue
-		}
-		rp := get(r)
-		switch e.Kind {
-		case eventlog.OutageStart:
-			openOut[e.Link] = e.MonoNS
-		case eventlog.OutageEnd:
-			if t, ok := openOut[e.Link]; ok {
-				rp.faults = append(rp.faults, span{t, e.MonoNS})
-				delete(openOut, e.Link)
-			}
-		case eventlog.AgentCrash, eventlog.AgentLeave:
-			downAt[e.Peer] = e.MonoNS
-		case eventlog.AgentRestart, eventlog.AgentJoin:
-			if t, ok := downAt[e.Peer]; ok {
-				rp.faults = append(rp.faults, span{t, e.MonoNS})
-				delete(downAt, e.Peer)
-			}
-		case eventlog.LinkProfile:
-		default:
-			continue
-		}
-		rp.cuts = append(rp.cuts, e.MonoNS)
-	}
-	for link, t := range openOut {
-		inst, _, _ := strings.Cut(link, ">")
-		rp := get(replicaOf(inst))
-		rp.faults = append(rp.faults, span{t, rp.end})
-	}
-	for inst, t := range downAt {
-		rp := get(replicaOf(inst))
-		rp.faults = append(rp.faults, span{t, rp.end})
-	}
+	reps := h.timeline()
 	for _, l := range losses {
 		if !l.Explains {
 			continue // an unexplained loss fails (i); it excuses no stall
 		}
-		rp := get(replicaOf(l.Agent))
+		rp := reps.get(h.replicaOf(l.Agent))
 		w := rp.end // regeneration off: a lost token stays lost (002 §2 accepts it after a crash)
 		if lb.regenWall > 0 {
 			w = l.Mono + int64(lb.regenWall+lb.visitWall())
@@ -216,19 +141,9 @@ func checkLiveness(s *summary, h *history, exp *experiments.Experiment, losses [
 	var worstAt string
 	var phases []Phase
 	var slow []string
-	replicas := make([]int, 0, len(reps))
-	for r := range reps {
-		if r >= 0 {
-			replicas = append(replicas, r)
-		}
-	}
-	sort.Ints(replicas)
-	for _, r := range replicas {
-		rp := reps[r]
-		if rp.start == math.MaxInt64 {
-			continue
-		}
-		ex := append(append([]span{}, rp.faults...), rp.lossWaits...)
+	for _, r := range reps.replicas() {
+		rp := reps.reps[r]
+		ex := append(rp.faults(), rp.lossWaits...)
 		prev := max(rp.start, creatorStart(h, rp.acqs))
 		for _, t := range append(monos(h, rp.acqs), rp.end) {
 			if g := t - prev - excused(ex, prev, t); g > worstGap {
@@ -237,18 +152,8 @@ func checkLiveness(s *summary, h *history, exp *experiments.Experiment, losses [
 			}
 			prev = max(prev, t)
 		}
-		cuts := []int64{rp.start, rp.end}
-		for _, c := range rp.cuts {
-			if c > rp.start && c < rp.end {
-				cuts = append(cuts, c) // initial profiles come before the agents
-			}
-		}
-		sort.Slice(cuts, func(i, j int) bool { return cuts[i] < cuts[j] })
-		for i := 1; i < len(cuts); i++ {
-			from, to := cuts[i-1], cuts[i]
-			if to <= from {
-				continue
-			}
+		for _, pb := range rp.phases() {
+			from, to := pb.from, pb.to
 			ph := Phase{Replica: r, FromS: float64(from-rp.start) / 1e9, ToS: float64(to-rp.start) / 1e9, Pass: true}
 			var first, last time.Duration
 			for _, j := range rp.acqs {

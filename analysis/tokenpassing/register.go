@@ -13,8 +13,8 @@ import (
 	"tokenbed/harness/results"
 )
 
-// The checks of token passing: requirements (i)–(iv) of 002 §2, liveness
-// and agents, and the analysis that derives what they judge. Duplication
+// The checks of token passing: requirements (i)–(iv) of 002 §2, liveness,
+// fairness and agents, and the analysis that derives what they judge. Duplication
 // runs first, as it always has: the loss checker reads the holds it does
 // not change.
 func init() {
@@ -26,7 +26,7 @@ func init() {
 	analysis.RegisterChecker(tokenpassing.Name, "loss", check(func(p *part) analysis.Requirement {
 		var r analysis.Requirement
 		r, p.losses = checkLoss(p.sum(), p.h, p.hs, p.cf, p.exp, p.paper, p.b)
-		return r
+		return p.needsSchedule(r, "a loss is explained by a crash of the schedule")
 	}))
 	analysis.RegisterChecker(tokenpassing.Name, "latency", check(func(p *part) analysis.Requirement {
 		p.lat = latencies(p.sum(), p.h)
@@ -36,9 +36,12 @@ func init() {
 		return checkValidation(p.sum(), p.h, p.cf, p.b)
 	}))
 	analysis.RegisterChecker(tokenpassing.Name, "liveness", check(func(p *part) analysis.Requirement {
-		return checkLiveness(p.sum(), p.h, p.exp, p.losses, p.paper, p.b)
+		return p.needsSchedule(checkLiveness(p.sum(), p.h, p.exp, p.losses, p.paper, p.b), "outages and agents down excuse a stall and cut the phases")
 	}))
-	analysis.RegisterChecker(tokenpassing.Name, "agents", check(func(p *part) analysis.Requirement { return checkAgents(p.h, p.exp) }))
+	analysis.RegisterChecker(tokenpassing.Name, "fairness", check(func(p *part) analysis.Requirement {
+		return p.needsSchedule(checkFairness(p.sum(), p.h, p.exp), "crashes, outages and joins cut the phases and say who is live")
+	}))
+	analysis.RegisterChecker(tokenpassing.Name, "agents", check(func(p *part) analysis.Requirement { return checkAgents(p.h, p.exp, p.info.Status) }))
 }
 
 // check adapts a checker of token passing's part; a context without it
@@ -54,10 +57,27 @@ func check(f func(p *part) analysis.Requirement) analysis.Checker {
 	})
 }
 
+// needsSchedule is r, not judged when the harness's log is damaged: the
+// check needs the schedule's whole record (why), and what it found in the
+// part that was read is kept in the detail.
+func (p *part) needsSchedule(r analysis.Requirement, why string) analysis.Requirement {
+	d := p.h.harnessDamage
+	if d == nil {
+		return r
+	}
+	return analysis.Unjudged(fmt.Sprintf("%s: the harness's log is damaged, and %s: the crashes and outages after line %d are unknown; what the logs show: %s %s",
+		d, why, d.line-1, r.Verdict, r.Detail))
+}
+
 // loader is token passing's analysis.Analysis.
 type loader struct{}
 
-var _ analysis.Analysis = loader{}
+var _ analysis.DamageAware = loader{}
+
+// JudgesDamagedHarnessLog: a damaged harness's log fails the agents check,
+// and loss, liveness and fairness, which need the schedule's crashes and
+// outages, are not judged (history.harnessDamage).
+func (loader) JudgesDamagedHarnessLog() {}
 
 // Load reads the agents' logs into a history and the capture's facts.
 func (loader) Load(c *analysis.Context) (analysis.Part, error) {
@@ -114,11 +134,11 @@ func (p *part) sum() *summary { return &summary{p.s, p.f} }
 func (p *part) Frame() analysis.Frame {
 	return analysis.Frame{
 		Title:   "Endurance report",
-		Checks:  "requirements of 002 §2, liveness, agents",
-		AllPass: "requirements (i)–(iv) of 002 §2, liveness and the agents' processes",
-		Order:   []string{"loss", "duplication", "latency", "validation", "liveness", "agents"},
+		Checks:  "requirements of 002 §2, liveness, fairness, agents",
+		AllPass: "requirements (i)–(iv) of 002 §2, liveness, fairness and the agents' processes",
+		Order:   []string{"loss", "duplication", "latency", "validation", "liveness", "fairness", "agents"},
 		Labels: map[string]string{"loss": "(i) loss", "duplication": "(ii) duplication", "latency": "(iii) latency", "validation": "(iv) validation",
-			"liveness": "liveness", "agents": "agents"},
+			"liveness": "liveness", "fairness": "fairness", "agents": "agents"},
 		Suite: "tokenbed endurance",
 	}
 }
@@ -126,8 +146,9 @@ func (p *part) Frame() analysis.Frame {
 // Figures are token passing's figures of summary.json.
 func (p *part) Figures() any { return p.f }
 
-// Begin notes what reading the logs and the capture found wrong, and
-// counts hits and return times.
+// Begin notes what reading the logs and the capture found wrong, counts
+// hits and return times, and warns of agents' clocks measured further
+// apart than their max_clock_skew (clock.go).
 func (p *part) Begin(c *analysis.Context) {
 	h, cf := p.h, p.cf
 	for _, n := range h.parseErr {
@@ -146,6 +167,11 @@ func (p *part) Begin(c *analysis.Context) {
 		}
 	}
 	p.f.Agents = agentFigures(h, p.paper)
+	var warn []string
+	p.f.Clocks, warn = clockDifferences(h, p.exp)
+	for _, w := range warn {
+		c.Note("%s", w)
+	}
 }
 
 // Finish counts the network failures tolerated, and the outages.

@@ -75,6 +75,13 @@ func TestRunAgentsCheck(t *testing.T) {
 		{"log-missing", "C: started, but its event log is missing"},
 		{"log-empty", "C: started, but its event log is empty"},
 		{"no-agent-started", "C: never logged agent_started"},
+		// A log cut mid-line halfway, and one without its last event, of
+		// processes the schedule did not kill: the rest of the log is lost.
+		{"agent-log-truncated", `A: logs/A.jsonl line 74: truncated line`},
+		{"agent-log-no-stop", "A: logs/A.jsonl line 146 ends a process without agent_stopping, and the schedule did not kill it"},
+		// C killed by the schedule's crash mid-write: its log ends early,
+		// cut mid-line, as a kill leaves it.
+		{"killed-agent-log-ends", ""},
 	} {
 		t.Run(c.run, func(t *testing.T) {
 			dir := copyRun(t, c.run)
@@ -93,11 +100,50 @@ func TestRunAgentsCheck(t *testing.T) {
 				t.Errorf("agents %+v, want a failure saying %q", r, c.want)
 			}
 			report, _ := os.ReadFile(filepath.Join(dir, results.ReportFile))
-			if !strings.Contains(string(report), "**FAILED: agents.**") || !strings.Contains(string(report), c.want) {
+			if !failedLine(string(report), "agents") || !strings.Contains(string(report), c.want) {
 				t.Errorf("report does not put the failure first:\n%.1500s", report)
 			}
 		})
 	}
+}
+
+// A harness's log cut mid-line: the report is written, the agents check
+// fails naming the file and line, and the checks that need the schedule's
+// record say they could not judge, and why.
+func TestRunHarnessLogTruncated(t *testing.T) {
+	dir := copyRun(t, "harness-log-truncated")
+	s, err := analyzed(dir)
+	if err != nil {
+		t.Fatalf("a damaged harness's log gives no report: %v", err)
+	}
+	const where = "logs/harness.jsonl line 3: truncated line"
+	if r := s.Requirements["agents"]; r.Verdict != analysis.VerdictFail || !strings.Contains(r.Detail, where) {
+		t.Errorf("agents %+v, want a failure naming %q", r, where)
+	}
+	for _, k := range []string{"loss", "liveness"} {
+		if r := s.Requirements[k]; r.Verdict != analysis.VerdictNotJudged || !strings.Contains(r.Detail, where) {
+			t.Errorf("%s %+v, want not judged, naming %q", k, r, where)
+		}
+	}
+	report, err := os.ReadFile(filepath.Join(dir, results.ReportFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !failedLine(string(report), "agents") || !strings.Contains(string(report), where) {
+		t.Errorf("report does not say what failed and where:\n%.1500s", report)
+	}
+}
+
+// failedLine says whether the report's headline lists check among the
+// failed ones (a damaged log may fail other checks beside it).
+func failedLine(report, check string) bool {
+	for _, l := range strings.Split(report, "\n") {
+		if head, ok := strings.CutPrefix(l, "**FAILED: "); ok {
+			head, _, _ = strings.Cut(head, ".**")
+			return slicesContains(strings.Split(head, ", "), check)
+		}
+	}
+	return false
 }
 
 // A crash by the schedule ends its process with SIGKILL: expected.
@@ -106,7 +152,7 @@ func TestRunAgentsScheduledCrashIsFine(t *testing.T) {
 	h.add(h.agents["C"], eventlog.Event{Agent: "C", Seq: 1, Kind: eventlog.AgentStarted})
 	h.harness = []eventlog.Event{{Kind: eventlog.AgentCrash, Peer: "C"}, {Kind: eventlog.AgentExit, Peer: "C", Detail: "killed by signal 9 (killed)"},
 		{Kind: eventlog.AgentExit, Peer: "C", Detail: "killed by signal 9 (killed)"}}
-	r := checkAgents(h, nil)
+	r := checkAgents(h, nil, "ok")
 	if r.Verdict != analysis.VerdictFail || strings.Count(r.Detail, "killed by signal 9") != 1 {
 		t.Errorf("one scheduled crash, two SIGKILLed exits: %+v, want the second one only reported", r)
 	}
@@ -221,5 +267,31 @@ func writeCapture(t *testing.T, dir string, acqs []ev, stopped bool) {
 	}
 	if err := w.Flush(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A process whose log ends without agent_stopping: lost lines in a run
+// that finished, not judged in one killed with its agents; and a first
+// process that the schedule did not kill, before a second one that
+// stopped, is named by its last line.
+func TestAgentsLogWithoutItsLastEvent(t *testing.T) {
+	h := newHistory([]results.AgentInfo{{Name: "C", Instance: "C", Log: "logs/C.jsonl"}})
+	h.agents["C"].log = "logs/C.jsonl"
+	h.add(h.agents["C"], eventlog.Event{Agent: "C", Seq: 1, MonoNS: 1, Kind: eventlog.AgentStarted})
+	h.add(h.agents["C"], eventlog.Event{Agent: "C", Seq: 2, MonoNS: 2, Kind: eventlog.TokenAcquired})
+	if r := checkAgents(h, nil, "ok"); r.Verdict != analysis.VerdictFail || !strings.Contains(r.Detail, "C: logs/C.jsonl line 2 ends a process without agent_stopping") {
+		t.Errorf("finished run: %+v, want a failure at line 2", r)
+	}
+	if r := checkAgents(h, nil, "killed"); r.Verdict != analysis.VerdictPass || !strings.Contains(r.Detail, `1 processes without agent_stopping at the end of a run that did not finish (status "killed") not judged`) {
+		t.Errorf("killed run: %+v, want a pass saying what was not judged", r)
+	}
+	h.add(h.agents["C"], eventlog.Event{Agent: "C", Seq: 1, MonoNS: 3, Kind: eventlog.AgentStarted})
+	h.add(h.agents["C"], eventlog.Event{Agent: "C", Seq: 2, MonoNS: 4, Kind: eventlog.AgentStopping})
+	if r := checkAgents(h, nil, "killed"); r.Verdict != analysis.VerdictFail || !strings.Contains(r.Detail, "C: logs/C.jsonl line 2 ends a process without agent_stopping") {
+		t.Errorf("two processes, the first unstopped and not killed: %+v, want a failure at line 2", r)
+	}
+	h.harness = []eventlog.Event{{Kind: eventlog.AgentCrash, Peer: "C", MonoNS: 2}}
+	if r := checkAgents(h, nil, "ok"); r.Verdict != analysis.VerdictPass {
+		t.Errorf("the first process crashed by the schedule: %+v, want a pass", r)
 	}
 }

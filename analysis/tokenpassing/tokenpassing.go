@@ -1,7 +1,10 @@
 // Package tokenpassing is token passing's analysis (seed 002), plugged
 // into package analysis by protocol name from init: its history of holds
 // from the agents' event logs, the capture's facts, the checkers of
-// requirements (i)–(iv) of 002 §2, liveness and agents, its figures in
+// requirements (i)–(iv) of 002 §2, liveness, fairness (each member's
+// share of acquisitions against a uniform random walk's, 002 §3.2) and
+// agents (the processes, and their logs whole), the agents' clocks as
+// far apart as the datagrams' nonces prove them, its figures in
 // summary.json (Figures), its report sections (the paper's figures beside
 // this run's, latency, return times, losses) and plots. Every figure is
 // computed from the agents' event logs and cross-checked against the
@@ -14,7 +17,8 @@
 // time), latency per direction, network failures tolerated and how they
 // were detected, token losses with their causes, datagrams lost by the
 // network, regenerations, discards and rejections, duplications,
-// unvalidated acquisitions, the longest gap and the phases.
+// unvalidated acquisitions, the longest gap and the phases, and each
+// phase's acquisitions by agent against the fairness bounds.
 package tokenpassing
 
 import (
@@ -105,6 +109,10 @@ type Figures struct {
 	Unvalidated     []string       `json:"unvalidated_acquisitions"`
 	LongestGapS     float64        `json:"longest_time_without_acquisition_s"`
 	Phases          []Phase        `json:"phases"`
+	Fairness        []FairPhase    `json:"fairness_phases"`
+	// Clocks are how far each agent's wall clock was measured behind
+	// another's, at least, from the nonces of the datagrams it received.
+	Clocks []ClockDifference `json:"clock_differences"`
 }
 
 // FiguresOf is token passing's figures of a summary (empty ones for a
