@@ -232,9 +232,3 @@ func finishRun(ctx context.Context, f runFlags, dir string, err error, stdout, s
 	}
 	return analyzeDir(dir, stdout, stderr)
 }
-
-func writeFileIfAbsent(path string, b []byte) {
-	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
-		os.WriteFile(path, b, 0o644)
-	}
-}
