@@ -84,7 +84,7 @@ swarm: build
 # static (CGO_ENABLED=0): the guest runs it for the kernel side.
 VALIDATE_FLAGS ?=
 validate-netem: deps
-	$(GO) build $(GOFLAGS_BUILD) -o $(BIN)/validate-netem ./netem/validate/cmd/validate-netem
+	$(GO) build $(GOFLAGS_BUILD) -o $(BIN)/validate-netem ./cmd/validate-netem
 	./$(BIN)/validate-netem $(VALIDATE_FLAGS)
 
 # The simulator against real processes (issue 13): experiments/validate-sim.yaml
@@ -130,7 +130,7 @@ wandering-real: build
 	@mkdir -p results; for n in $(WANDERING_REAL_N); do \
 	  ./$(BIN)/harness run --backend netns $(HARNESS_FLAGS) experiments/wandering-real-$$n.yaml 2>&1 | tee results/wandering-real-$$n.log; \
 	  dir=$$(sed -n 's/^results: //p' results/wandering-real-$$n.log | tail -1); \
-	  [ -n "$$dir" ] && $(GO) run ./analysis/resource/cmd/resourcereport $$dir | tee -a results/wandering-real-$$n.log; \
+	  [ -n "$$dir" ] && $(GO) run ./cmd/resourcereport $$dir | tee -a results/wandering-real-$$n.log; \
 	done
 
 # A 3-agent run with per-link profiles, an outage and a crash.
@@ -149,11 +149,11 @@ demo: build
 # results do not depend on it).
 WANDERING_FLAGS ?= -scale003 0.3 -scale004 0.1 -transients 5 -skip '^t5fig2-'
 wandering: deps
-	$(GO) run $(GOFLAGS_BUILD) ./experiments/wandering -out results/wandering $(WANDERING_FLAGS)
+	$(GO) run $(GOFLAGS_BUILD) ./studies/wandering -out results/wandering $(WANDERING_FLAGS)
 
 WANDERING_FULL_FLAGS ?=
 wandering-full: deps
-	$(GO) run $(GOFLAGS_BUILD) ./experiments/wandering -out results/wandering-full $(WANDERING_FULL_FLAGS)
+	$(GO) run $(GOFLAGS_BUILD) ./studies/wandering -out results/wandering-full $(WANDERING_FULL_FLAGS)
 
 # Paper | sim | real (results/wandering/combined.md): the finished real
 # runs of make wandering-real (REAL="results/RUNID ..."; default: the last
@@ -163,7 +163,7 @@ REAL ?=
 wandering-compare: deps
 	@real="$(REAL)"; [ -n "$$real" ] || real=$$(for f in results/wandering-real-*.log; do sed -n 's/^results: //p' $$f | tail -1; done); \
 	[ -n "$$real" ] || { echo "wandering-compare: no real run (make wandering-real, or REAL=results/RUNID)"; exit 2; }; \
-	$(GO) run $(GOFLAGS_BUILD) ./experiments/wandering -out results/wandering -real "$$(echo $$real | tr ' ' ,)"
+	$(GO) run $(GOFLAGS_BUILD) ./studies/wandering -out results/wandering -real "$$(echo $$real | tr ' ' ,)"
 
 # The FTN lock service (seed 001): unit traces, the checker on literal
 # histories and seeded swarms, then every experiments/ftn-*.yaml through
@@ -176,7 +176,7 @@ ftn: build
 	$(GO) test -count=1 -v -run 'TestSimulatedRun|TestSwarm|TestLiteralHistories|TestBrokenServerCaught|TestAdmittedWindow' ./analysis/ftn
 	for e in experiments/ftn-*.yaml; do ./$(BIN)/harness run --backend $(BACKEND) $(HARNESS_FLAGS) $$e || exit 1; done
 
-# The etcd anchor (issue 14 "Performance"; harness/etcdbench): FTN (3
+# The etcd anchor (issue 14 "Performance"; studies/etcdbench): FTN (3
 # servers) and a 3-member etcd cluster (Debian's etcd-server, data on
 # tmpfs) run the same workloads in network namespaces, one after the
 # other: acquire+release latency with 10 clients, unimpaired and with
@@ -189,7 +189,7 @@ ftn: build
 ETCDBENCH_FLAGS ?=
 .PHONY: ftn-etcd
 ftn-etcd: build
-	$(GO) build $(GOFLAGS_BUILD) -o $(BIN)/etcdbench ./harness/etcdbench/cmd/etcdbench
+	$(GO) build $(GOFLAGS_BUILD) -o $(BIN)/etcdbench ./studies/etcdbench/cmd/etcdbench
 	./$(BIN)/etcdbench compare --agent $(BIN)/agent $(ETCDBENCH_FLAGS)
 
 # Remove what a killed run left behind (namespaces, processes, UML directories).

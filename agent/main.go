@@ -45,6 +45,7 @@ import (
 	ftncmd "tokenbed/agent/ftn/cmd"
 	"tokenbed/agent/node"
 	"tokenbed/agent/resource"
+	"tokenbed/internal/cli"
 )
 
 // Exit codes.
@@ -66,12 +67,23 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "run":
 		return cmdRun(args[1:], stdout, stderr)
 	case "ca":
-		return cmdCA(args[1:], stderr)
+		return cmdCA(args[1:], stdout, stderr)
 	case "resource-server":
-		return cmdResourceServer(args[1:], stderr)
+		return cmdResourceServer(args[1:], stdout, stderr)
 	case "ftn":
+		// agent ftn -h and agent ftn ROLE -h: the help its flag set
+		// would print is the command's usage.
+		if len(args) > 1 && cli.IsHelp(args[1]) || len(args) > 2 && cli.IsHelp(args[2]) {
+			fmt.Fprint(stdout, ftncmd.Usage)
+			return exitOK
+		}
 		return ftncmd.Main(args[1:], stdout, stderr)
 	case "version":
+		fs := flag.NewFlagSet("agent version", flag.ContinueOnError)
+		fs.SetOutput(stderr)
+		if code, stop := cli.Parse(fs, args[1:], stdout); stop {
+			return code
+		}
 		fmt.Fprintf(stdout, "tokenbed agent, wire format v1, event log schema v%d, roles %s\n", eventlog.SchemaVersion, strings.Join(config.Roles(), " "))
 		return exitOK
 	case "-h", "--help", "help":
@@ -95,16 +107,25 @@ func usage(w io.Writer) {
 `)
 }
 
-func cmdCA(args []string, stderr io.Writer) int {
+const caUsage = `usage:
+  agent ca init --dir DIR             create a Certification Authority
+  agent ca issue --dir DIR NAME...    issue member credentials into DIR
+`
+
+func cmdCA(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprintln(stderr, "agent ca: want init or issue")
 		return exitUsage
 	}
+	if cli.IsHelp(args[0]) {
+		fmt.Fprint(stdout, caUsage)
+		return exitOK
+	}
 	fs := flag.NewFlagSet("agent ca "+args[0], flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	dir := fs.String("dir", "", "CA directory")
-	if err := fs.Parse(args[1:]); err != nil {
-		return exitUsage
+	if code, stop := cli.Parse(fs, args[1:], stdout); stop {
+		return code
 	}
 	if *dir == "" {
 		fmt.Fprintln(stderr, "agent ca: --dir is required")
@@ -167,8 +188,8 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 	skew := fs.Duration("max-clock-skew", 0, fmt.Sprintf("bound on the difference between members' wall clocks, real time even when compressed (default %v)", node.DefaultMaxClockSkew))
 	dropRate := fs.Float64("drop-rate", 0, "TESTING: drop outgoing datagrams with this probability (seeded)")
 	fault := fs.String("fault", "", "TESTING: break the protocol on purpose: skip_ack_check or acquire_on_move")
-	if err := fs.Parse(args); err != nil {
-		return exitUsage
+	if code, stop := cli.Parse(fs, args, stdout); stop {
+		return code
 	}
 	var c *config.Config
 	if *cfgPath != "" {
@@ -307,15 +328,15 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 
 // cmdResourceServer runs the shared resource server until SIGTERM or
 // SIGINT (exit 0), logging every client's connect and disconnect.
-func cmdResourceServer(args []string, stderr io.Writer) int {
+func cmdResourceServer(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("agent resource-server", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	listen := fs.String("listen", "", "TCP address IP:PORT to listen on")
 	logPath := fs.String("log", "", "event log file, - for standard error")
 	name := fs.String("name", resource.ServerName, "name in the event log's agent field")
 	rate := fs.Int("rate", resource.DefaultRate, "bytes per second streamed to each client")
-	if err := fs.Parse(args); err != nil {
-		return exitUsage
+	if code, stop := cli.Parse(fs, args, stdout); stop {
+		return code
 	}
 	if _, err := netip.ParseAddrPort(*listen); err != nil {
 		fmt.Fprintf(stderr, "agent resource-server: --listen %q: want IP:PORT\n", *listen)

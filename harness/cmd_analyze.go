@@ -1,6 +1,7 @@
 package main
 
 import (
+	"flag"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -12,19 +13,31 @@ import (
 	_ "tokenbed/analysis/tokenpassing"
 	"tokenbed/harness/results"
 	"tokenbed/harness/runner"
+	"tokenbed/internal/cli"
 )
 
 func cmdAnalyze(args []string, stdout, stderr io.Writer) int {
-	if len(args) != 1 {
+	fs := flag.NewFlagSet("harness analyze", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "usage: harness analyze RESULTS_DIR\n\n"+
+			"Recomputes every check from the run's logs and capture, writes its report.md,\n"+
+			"prints the verdicts, and exits 1 if a requirement failed.")
+	}
+	if code, stop := cli.Parse(fs, args, stdout); stop {
+		return code
+	}
+	if fs.NArg() != 1 {
 		fmt.Fprintln(stderr, "harness analyze: want one results directory")
 		return exitUsage
 	}
+	dir := fs.Arg(0)
 	// run.json still saying running, and no live harness for it: the
 	// harness was killed (SIGKILL leaves it no chance to say so).
-	if runner.MarkKilledIfDead(args[0], "the harness died before finishing the run; found by harness analyze") {
-		fmt.Fprintf(stderr, "harness analyze: %s was still marked running but its harness is gone: recorded as killed\n", args[0])
+	if runner.MarkKilledIfDead(dir, "the harness died before finishing the run; found by harness analyze") {
+		fmt.Fprintf(stderr, "harness analyze: %s was still marked running but its harness is gone: recorded as killed\n", dir)
 	}
-	return analyzeDir(args[0], stdout, stderr)
+	return analyzeDir(dir, stdout, stderr)
 }
 
 // analyzeDir recomputes every check from the logs and the capture, writes

@@ -11,6 +11,7 @@ import (
 	"tokenbed/harness/backend/nsbackend"
 	_ "tokenbed/harness/protocol/tokenpassing" // the protocol plug-ins this build runs
 	"tokenbed/harness/runner"
+	"tokenbed/internal/cli"
 )
 
 // cmdClean removes what killed runs left: for each run the registry
@@ -22,8 +23,8 @@ func cmdClean(args []string, stdout, stderr io.Writer, log *slog.Logger) int {
 	fs := flag.NewFlagSet("harness clean", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	runID := fs.String("run", "", "clean only this run ID (default: every run whose harness is gone)")
-	if err := fs.Parse(args); err != nil {
-		return exitUsage
+	if code, stop := cli.Parse(fs, args, stdout); stop {
+		return code
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "harness clean: unexpected argument %q (to clean one run: harness clean --run RUNID)\n", fs.Arg(0))

@@ -9,6 +9,7 @@ import (
 
 	"tokenbed/analysis"
 	"tokenbed/analysis/crossval"
+	"tokenbed/internal/cli"
 )
 
 // cmdCompare compares two runs of one experiment (the simulator against
@@ -25,11 +26,11 @@ func cmdCompare(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&allowance, "allowance", 0, "added to every latency quantile's tolerance: a budget for what the model leaves out (say what with --allowance-why)")
 	fs.StringVar(&o.AllowanceWhy, "allowance-why", "", "what --allowance budgets for (printed with the table)")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: harness compare [flags] RUN_DIR_A RUN_DIR_B")
+		fmt.Fprintln(fs.Output(), "usage: harness compare [flags] RUN_DIR_A RUN_DIR_B")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		return exitUsage
+	if code, stop := cli.Parse(fs, args, stdout); stop {
+		return code
 	}
 	if fs.NArg() != 2 {
 		fs.Usage()

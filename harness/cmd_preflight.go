@@ -1,15 +1,28 @@
 package main
 
 import (
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 
 	"tokenbed/harness/runner"
+	"tokenbed/internal/cli"
 	"tokenbed/netem"
 )
 
 func cmdPreflight(args []string, stdout, stderr io.Writer, log *slog.Logger) int {
+	fs := flag.NewFlagSet("harness preflight", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "usage: harness preflight\n\n"+
+			"Says which impairment path a run on this machine takes (host sch_netem, the\n"+
+			"userspace engine, User Mode Linux), and why. Needs root: it tries sch_netem\n"+
+			"in a namespace of its own.")
+	}
+	if code, stop := cli.Parse(fs, args, stdout); stop {
+		return code
+	}
 	id := runner.NewRunID()
 	claim, err := runner.ClaimID(id, "")
 	if err == nil {

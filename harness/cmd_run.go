@@ -18,6 +18,7 @@ import (
 	"tokenbed/harness/protocol"
 	"tokenbed/harness/runner"
 	"tokenbed/harness/sim"
+	"tokenbed/internal/cli"
 	"tokenbed/netem"
 )
 
@@ -50,8 +51,8 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer, log *s
 	fs.Float64Var(&f.timeScale, "time-scale", 0, "application time scale (default: the experiment's); the distortion of compressed time is measured by comparing runs at several")
 	fs.IntVar(&f.rtPrio, "rt-priority", 5, "run the agents SCHED_FIFO at this priority, below the userspace engine's relay (10), as dedicated hosts would run them (0: normal scheduling)")
 	fs.IntVar(&f.cpu, "cpu", -1, "with --impair uml: pin the instance to this host CPU (-1: the first free)")
-	if err := fs.Parse(args); err != nil {
-		return exitUsage
+	if code, stop := cli.Parse(fs, args, stdout); stop {
+		return code
 	}
 	if fs.NArg() != 1 {
 		fmt.Fprintln(stderr, "harness run: want one experiment file")
@@ -230,10 +231,4 @@ func finishRun(ctx context.Context, f runFlags, dir string, err error, stdout, s
 		return exitOK
 	}
 	return analyzeDir(dir, stdout, stderr)
-}
-
-func writeFileIfAbsent(path string, b []byte) {
-	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
-		os.WriteFile(path, b, 0o644)
-	}
 }

@@ -13,6 +13,7 @@ import (
 	"tokenbed/experiments"
 	"tokenbed/harness/runner"
 	"tokenbed/harness/swarm"
+	"tokenbed/internal/cli"
 )
 
 // cmdSwarm is harness swarm: many seeds of one experiment in the
@@ -29,8 +30,8 @@ func cmdSwarm(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	duration := fs.Duration("duration", 0, "run length in paper time (default: the experiment's)")
 	shrink := fs.Int("shrink", 1, "shrink this many failing seeds (the first ones)")
 	replay := fs.Uint64("replay", 0, "run only this seed, with its drawn faults, and keep its results")
-	if err := fs.Parse(args); err != nil {
-		return exitUsage
+	if code, stop := cli.Parse(fs, args, stdout); stop {
+		return code
 	}
 	if fs.NArg() != 1 {
 		fmt.Fprintln(stderr, "harness swarm: want one experiment file")

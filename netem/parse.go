@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"math/big"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -702,18 +701,4 @@ func (p *Profile) LoadTables(dir string) error {
 		d.Table = t
 	}
 	return nil
-}
-
-// TCLibDir returns the directory tc reads custom .dist files from:
-// $TC_LIB_DIR, else the first of iproute2's install locations that exists.
-func TCLibDir() string {
-	if d := os.Getenv("TC_LIB_DIR"); d != "" {
-		return d
-	}
-	for _, d := range []string{"/usr/lib/x86_64-linux-gnu/tc", "/usr/lib/tc", "/usr/lib64/tc"} {
-		if st, err := os.Stat(d); err == nil && st.IsDir() {
-			return d
-		}
-	}
-	return "/usr/lib/tc"
 }

@@ -259,9 +259,6 @@ func u32Keys(p netip.Prefix, bySrc bool) (uint16, []netlink.TcU32Key) {
 	return proto, keys
 }
 
-// Dests returns the destinations as last applied.
-func (t *Tree) Dests() []Dest { return append([]Dest(nil), t.dests...) }
-
 // Leaf returns the netem qdisc serving prefix, or nil.
 func (t *Tree) Leaf(prefix netip.Prefix) *Qdisc { return t.leaves[prefix] }
 

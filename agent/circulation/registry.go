@@ -25,8 +25,8 @@ type Env struct {
 	// Transit is what one pass may take in real time (two Move timeouts).
 	Transit time.Duration
 	// Errorf reports an invalid field of the section, named relative to
-	// it ("hold"); the agent's configuration adds the file, the line and
-	// the section's path.
+	// it ("hold"; "" for the section itself); the agent's configuration
+	// adds the file, the line and the section's path.
 	Errorf func(field, format string, a ...any)
 }
 

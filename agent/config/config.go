@@ -356,7 +356,9 @@ func (c *Config) Validate() (*Resolved, error) {
 	}
 	for _, role := range roles {
 		env := circulation.Env{TimeScale: r.TimeScale, Generate: c.Generate, Join: c.Join, Transit: 2 * scaled.MoveTimeout,
-			Errorf: func(field, format string, a ...any) { c.errorf("$."+role+"."+field, format, a...) }}
+			Errorf: func(field, format string, a ...any) {
+				c.errorf(strings.TrimSuffix("$."+role+"."+field, "."), format, a...)
+			}}
 		pcfg, err := circulation.Resolve(role, c.Policies[role], env)
 		if err != nil {
 			c.errorf("$."+role, "%v", err)

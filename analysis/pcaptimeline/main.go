@@ -1,7 +1,6 @@
 package pcaptimeline
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -9,6 +8,7 @@ import (
 	"strings"
 
 	"tokenbed/agent/wire"
+	"tokenbed/internal/cli"
 )
 
 // Main is the command `harness pcap [flags] FILE`: it prints FILE's
@@ -47,11 +47,8 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	// Flags before and after the file.
 	var files []string
 	for {
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return 0
-			}
-			return 2
+		if code, stop := cli.Parse(fs, args, stdout); stop {
+			return code
 		}
 		if fs.NArg() == 0 {
 			break

@@ -307,7 +307,6 @@ func TestMainErrors(t *testing.T) {
 		{[]string{path, "-bogus"}, 2, "flag provided but not defined: -bogus"},
 		{[]string{"/nonexistent.pcapng"}, 1, "open /nonexistent.pcapng: no such file or directory"},
 		{[]string{os.Args[0]}, 1, "not a pcap or pcapng file"},
-		{[]string{"-h"}, 0, "usage: harness pcap [flags] FILE"},
 	}
 	for _, c := range cases {
 		out, errOut, code := run(t, c.args...)
@@ -317,6 +316,11 @@ func TestMainErrors(t *testing.T) {
 		if code != 0 && out != "" {
 			t.Errorf("%v: wrote to stdout on error: %q", c.args, out)
 		}
+	}
+	// Help is not an error: the usage goes to stdout, exit 0.
+	out, errOut, code := run(t, "-h")
+	if code != 0 || !strings.Contains(out, "usage: harness pcap [flags] FILE") || errOut != "" {
+		t.Errorf("-h: exit %d, stdout %q, stderr %q; want 0, the usage on stdout, nothing on stderr", code, out, errOut)
 	}
 }
 

@@ -107,7 +107,7 @@ func LoadReal(dir string) (*RealRun, error) {
 }
 
 // twin is the name of the simulated run that mirrors a real run of n
-// agents (experiments/wandering: the same parameters, length and seed,
+// agents (studies/wandering: the same parameters, length and seed,
 // one loss at half time).
 func twin(n int) string { return fmt.Sprintf("r-wandering-n%d", n) }
 
@@ -148,7 +148,7 @@ func Combined(simDir string, realDirs []string) (string, error) {
 	var b strings.Builder
 	w := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
 	w("# The Wandering Token: paper | simulator | real agents (seed 003)\n\n")
-	w("Written by `analysis/wandering` (`experiments/wandering -real DIR,...`, `make wandering-compare`) from finished real runs (`make wandering-real`: `experiments/wandering-real-N.yaml`, agent processes in network namespaces, the protected operation a download from the shared resource server) and the simulated runs in this directory. The simulated twin `r-wandering-nN` has the real run's parameters, length and seed: 003's Table 1 (N_max 300, Δop 4 s, Δskip 0.1 s), 10^5 s, one loss at 50,000 s (the real holder restarts 100 s after its crash, the simulated one at once). `f3-wandering-nN` is 003 Fig. 3's run at the same N (a loss every 10^4 s), where it exists.\n\n")
+	w("Written by `analysis/wandering` (`studies/wandering -real DIR,...`, `make wandering-compare`) from finished real runs (`make wandering-real`: `experiments/wandering-real-N.yaml`, agent processes in network namespaces, the protected operation a download from the shared resource server) and the simulated runs in this directory. The simulated twin `r-wandering-nN` has the real run's parameters, length and seed: 003's Table 1 (N_max 300, Δop 4 s, Δskip 0.1 s), 10^5 s, one loss at 50,000 s (the real holder restarts 100 s after its crash, the simulated one at once). `f3-wandering-nN` is 003 Fig. 3's run at the same N (a loss every 10^4 s), where it exists.\n\n")
 	w("| real run | experiment | N | time scale | paper s | status | operations | restarts | sim twin | sim operations |\n|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range reals {
 		tw, ops := "not run", ""

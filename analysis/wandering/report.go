@@ -60,7 +60,7 @@ func Report(dir string) (string, error) {
 	var b strings.Builder
 	w := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
 	w("# The Wandering Token on the simulator (seeds 003 and 004)\n\n")
-	w("Written by `analysis/wandering` from the runs below (`experiments/wandering`, `make wandering`). Every figure is measured from the agents' `op_started`/`op_finished` events and token events; tolerances are stated per table and a row outside them is marked ✗, with the reason in the notes.\n\n")
+	w("Written by `analysis/wandering` from the runs below (`studies/wandering`, `make wandering`). Every figure is measured from the agents' `op_started`/`op_finished` events and token events; tolerances are stated per table and a row outside them is marked ✗, with the reason in the notes.\n\n")
 	w("| run | role | N | paper s simulated | the paper ran | seed | losses injected | datagrams | wall s |\n|---|---|---|---|---|---|---|---|---|\n")
 	for _, n := range names {
 		r := runs[n]

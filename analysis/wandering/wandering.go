@@ -10,7 +10,7 @@
 // numbers.
 //
 // It reads results, never runs anything: data flows one way (the runs are
-// made by experiments/wandering on the simulator, or by the harness).
+// made by studies/wandering on the simulator, or by the harness).
 package wandering
 
 import (

@@ -155,13 +155,6 @@ func (r *run) finishReplica(rep int) {
 	}
 }
 
-func minTime(a, b time.Time) time.Time {
-	if b.Before(a) {
-		return b
-	}
-	return a
-}
-
 // apply carries out one step now; it returns the actions to do later.
 func (r *run) apply(ctx context.Context, s experiments.Step, rep int) ([]pending, error) {
 	switch s.Action {

@@ -333,14 +333,6 @@ func (h *host) closeLog() {
 	h.file, h.log, h.buf = nil, nil, nil
 }
 
-// Next is the time of the next event, if any.
-func (w *World) Next() (time.Time, bool) {
-	if len(w.q) == 0 {
-		return time.Time{}, false
-	}
-	return w.q[0].at, true
-}
-
 // RunUntil handles every event up to t, in order, and leaves the clock
 // at t.
 func (w *World) RunUntil(t time.Time) error {

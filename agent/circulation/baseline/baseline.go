@@ -22,7 +22,6 @@
 package baseline
 
 import (
-	"fmt"
 	"time"
 
 	"tokenbed/agent/circulation"
@@ -66,11 +65,11 @@ func (c Config) WithDefaults() Config {
 func (c Config) Validate() error {
 	switch {
 	case c.Op <= 0:
-		return fmt.Errorf("op: must be positive, got %v", c.Op)
+		return circulation.Fieldf("op", "must be positive, got %v", c.Op)
 	case c.Rule != Rule003 && c.Rule != Rule004:
-		return fmt.Errorf("rule: %q: want %q (1200 ± 600 s, seed 003 §3) or %q (Δmin + U[0, Δmin/2], seed 004 §2)", c.Rule, Rule003, Rule004)
+		return circulation.Fieldf("rule", "%q: want %q (1200 ± 600 s, seed 003 §3) or %q (Δmin + U[0, Δmin/2], seed 004 §2)", c.Rule, Rule003, Rule004)
 	case c.Period < 0:
-		return fmt.Errorf("period: must not be negative, got %v", c.Period)
+		return circulation.Fieldf("period", "must not be negative, got %v", c.Period)
 	}
 	return nil
 }

@@ -1,7 +1,6 @@
 package baseline
 
 import (
-	"strings"
 	"time"
 
 	"tokenbed/agent/circulation"
@@ -24,10 +23,7 @@ func (s *Section) Resolve(env circulation.Env) Config {
 	if s.Op != 0 {
 		c.Op = s.Op
 	}
-	if err := c.Validate(); err != nil {
-		field, _, _ := strings.Cut(err.Error(), ":")
-		env.Errorf(field, "%v", strings.TrimPrefix(err.Error(), field+": "))
-	}
+	env.Report(c.Validate())
 	c = c.WithDefaults()
 	c.Op, c.Period = env.Scale(c.Op), env.Scale(c.Period)
 	return c

@@ -1,7 +1,6 @@
 package randomwalk
 
 import (
-	"strings"
 	"time"
 
 	"tokenbed/agent/circulation"
@@ -36,10 +35,7 @@ func (s *Section) Resolve(env circulation.Env) Config {
 	if s.RegenerateJitter != nil {
 		c.RegenerateJitter = *s.RegenerateJitter
 	}
-	if err := c.Validate(); err != nil {
-		field, _, _ := strings.Cut(err.Error(), ":")
-		env.Errorf(field, "%v", strings.TrimPrefix(err.Error(), field+": "))
-	}
+	env.Report(c.Validate())
 	// Compressed time: the hold and the expected return are application
 	// time; the transit allowance is real network time already.
 	c.Hold, c.ExpectedReturn = env.Scale(c.Hold), env.Scale(c.ExpectedReturn)

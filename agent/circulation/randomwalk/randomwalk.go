@@ -48,19 +48,19 @@ type Config struct {
 func (c Config) Validate() error {
 	switch {
 	case c.Hold < 0:
-		return fmt.Errorf("hold: must not be negative, got %v", c.Hold)
+		return circulation.Fieldf("hold", "must not be negative, got %v", c.Hold)
 	case c.RegenerateAfter < 0:
-		return fmt.Errorf("regenerate_after: must not be negative, got %v", c.RegenerateAfter)
+		return circulation.Fieldf("regenerate_after", "must not be negative, got %v", c.RegenerateAfter)
 	case c.RegenerateAfter > 0 && c.RegenerateAfter < 1:
-		return fmt.Errorf("regenerate_after: %v expected return times would regenerate tokens that are not lost; use at least 1 (the paper says several)", c.RegenerateAfter)
+		return circulation.Fieldf("regenerate_after", "%v expected return times would regenerate tokens that are not lost; use at least 1 (the paper says several)", c.RegenerateAfter)
 	case c.Transit < 0:
-		return fmt.Errorf("transit: must not be negative, got %v", c.Transit)
+		return circulation.Fieldf("transit", "must not be negative, got %v", c.Transit)
 	case c.ExpectedReturn < 0:
-		return fmt.Errorf("expected_return: must not be negative, got %v", c.ExpectedReturn)
+		return circulation.Fieldf("expected_return", "must not be negative, got %v", c.ExpectedReturn)
 	case c.RegenerateAfter > 0 && c.Hold == 0 && c.ExpectedReturn == 0:
-		return fmt.Errorf("expected_return: needed when hold is 0, else the expected return time would be 0 and every agent would regenerate at once")
+		return circulation.Fieldf("expected_return", "needed when hold is 0, else the expected return time would be 0 and every agent would regenerate at once")
 	case c.RegenerateJitter < 0 || c.RegenerateJitter >= 1:
-		return fmt.Errorf("regenerate_jitter: must be in [0, 1), got %v", c.RegenerateJitter)
+		return circulation.Fieldf("regenerate_jitter", "must be in [0, 1), got %v", c.RegenerateJitter)
 	}
 	return nil
 }

@@ -1,8 +1,6 @@
 package wandering
 
 import (
-	"fmt"
-	"strings"
 	"time"
 
 	"tokenbed/agent/circulation"
@@ -50,17 +48,17 @@ func (c Config) WithDefaults() Config {
 func (c Config) Validate() error {
 	switch {
 	case c.Op <= 0:
-		return fmt.Errorf("op: must be positive, got %v", c.Op)
+		return circulation.Fieldf("op", "must be positive, got %v", c.Op)
 	case c.Skip < 0 || c.Skip >= c.Op:
-		return fmt.Errorf("skip: must be in [0, op), got %v (seed 003 assumes Δskip ≪ Δop)", c.Skip)
+		return circulation.Fieldf("skip", "must be in [0, op), got %v (seed 003 assumes Δskip ≪ Δop)", c.Skip)
 	case c.NMax <= 0:
-		return fmt.Errorf("nmax: must be positive, got %d", c.NMax)
+		return circulation.Fieldf("nmax", "must be positive, got %d", c.NMax)
 	case c.Min < 0:
-		return fmt.Errorf("min: must not be negative, got %v", c.Min)
+		return circulation.Fieldf("min", "must not be negative, got %v", c.Min)
 	case c.Generate < 0:
-		return fmt.Errorf("generate: must not be negative, got %v", c.Generate)
+		return circulation.Fieldf("generate", "must not be negative, got %v", c.Generate)
 	case c.History < 0:
-		return fmt.Errorf("history: must not be negative, got %d", c.History)
+		return circulation.Fieldf("history", "must not be negative, got %d", c.History)
 	}
 	return nil
 }
@@ -93,10 +91,7 @@ func (s *Section) Resolve(env circulation.Env) Config {
 	if s.NMax != 0 {
 		c.NMax = s.NMax
 	}
-	if err := c.Validate(); err != nil {
-		field, _, _ := strings.Cut(err.Error(), ":")
-		env.Errorf(strings.SplitN(field, ",", 2)[0], "%v", strings.TrimPrefix(err.Error(), field+": "))
-	}
+	env.Report(c.Validate())
 	c = c.WithDefaults()
 	c.Op, c.Skip, c.Min, c.Generate = env.Scale(c.Op), env.Scale(c.Skip), env.Scale(c.Min), env.Scale(c.Generate)
 	return c

@@ -1,7 +1,6 @@
 package wandering004
 
 import (
-	"strings"
 	"time"
 
 	"tokenbed/agent/circulation"
@@ -40,10 +39,7 @@ func (s *Section) Resolve(env circulation.Env) Config {
 	if c.Min == 0 && c.N == 0 {
 		c.Min = 600 * time.Second
 	}
-	if err := c.Validate(); err != nil {
-		field, _, _ := strings.Cut(err.Error(), ":")
-		env.Errorf(field, "%v", strings.TrimPrefix(err.Error(), field+": "))
-	}
+	env.Report(c.Validate())
 	c = c.WithDefaults()
 	c.Op, c.Skip, c.Min, c.Max = env.Scale(c.Op), env.Scale(c.Skip), env.Scale(c.Min), env.Scale(c.Max)
 	return c

@@ -127,21 +127,21 @@ func (c Config) WithDefaults() Config {
 func (c Config) Validate() error {
 	switch {
 	case c.Op <= 0:
-		return fmt.Errorf("op: must be positive, got %v", c.Op)
+		return circulation.Fieldf("op", "must be positive, got %v", c.Op)
 	case c.Skip < 0 || c.Skip >= c.Op:
-		return fmt.Errorf("skip: must be in [0, op), got %v (seed 004 lists Δskip < Δop)", c.Skip)
+		return circulation.Fieldf("skip", "must be in [0, op), got %v (seed 004 lists Δskip < Δop)", c.Skip)
 	case c.N < 0:
-		return fmt.Errorf("n: must not be negative, got %d", c.N)
+		return circulation.Fieldf("n", "must not be negative, got %d", c.N)
 	case c.Min < 0 || c.Min == 0 && c.N == 0:
-		return fmt.Errorf("min: must be positive, or 0 with n set (Δmin = 1.5·Δop·N), got %v", c.Min)
+		return circulation.Fieldf("min", "must be positive, or 0 with n set (Δmin = 1.5·Δop·N), got %v", c.Min)
 	case c.Max < 0:
-		return fmt.Errorf("max: must not be negative, got %v", c.Max)
+		return circulation.Fieldf("max", "must not be negative, got %v", c.Max)
 	case c.K1 != 0 && c.K1 < 1:
-		return fmt.Errorf("k1: must be at least 1 (Δgen grows at each regeneration), got %v", c.K1)
+		return circulation.Fieldf("k1", "must be at least 1 (Δgen grows at each regeneration), got %v", c.K1)
 	case c.K2 < 0 || c.K2 > 1:
-		return fmt.Errorf("k2: must be in [0, 1], got %v", c.K2)
+		return circulation.Fieldf("k2", "must be in [0, 1], got %v", c.K2)
 	case c.Removal != "" && c.Removal != RemovalPrecedence && c.Removal != RemovalAny:
-		return fmt.Errorf("removal: want %q (§5, the default) or %q (Fig. 2 as printed), got %q", RemovalPrecedence, RemovalAny, c.Removal)
+		return circulation.Fieldf("removal", "want %q (§5, the default) or %q (Fig. 2 as printed), got %q", RemovalPrecedence, RemovalAny, c.Removal)
 	}
 	return nil
 }

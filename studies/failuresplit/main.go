@@ -6,9 +6,9 @@
 // run is a seeded simulation (harness/sim) of the endurance topology
 // (experiments/endurance.yaml); the same command prints the same tables.
 //
-//	go run ./experiments/failuresplit                # all parts, a few minutes
-//	go run ./experiments/failuresplit -part position # one outage placed on one pass
-//	go run ./experiments/failuresplit -part random   # many outages at random times, paper speed and compressed
+//	go run ./studies/failuresplit                # all parts, a few minutes
+//	go run ./studies/failuresplit -part position # one outage placed on one pass
+//	go run ./studies/failuresplit -part random   # many outages at random times, paper speed and compressed
 //
 // Part position runs the topology once without faults, takes passes from
 // its logs, and reruns it once per pass and pattern with one outage placed

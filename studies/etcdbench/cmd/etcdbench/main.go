@@ -1,5 +1,5 @@
 // Command etcdbench is the etcd anchor of issue 14 (package
-// harness/etcdbench): it runs the FTN lock service and a 3-member etcd
+// studies/etcdbench): it runs the FTN lock service and a 3-member etcd
 // cluster with the same workload in network namespaces under each
 // profile, then throughput with 50 closed-loop clients and failover
 // after a crash of the leader, and prints one comparison table.
@@ -33,7 +33,7 @@ import (
 	"time"
 
 	"tokenbed/agent/ftn/ftnconfig"
-	"tokenbed/harness/etcdbench"
+	"tokenbed/studies/etcdbench"
 )
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }

@@ -3,7 +3,7 @@
 // side by side (analysis/resource). Exit status 1 when they disagree
 // beyond resource.Tolerance, 2 on a usage or read error.
 //
-//	go run ./analysis/resource/cmd/resourcereport results/RUNID
+//	go run ./cmd/resourcereport results/RUNID
 package main
 
 import (
