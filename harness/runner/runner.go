@@ -16,7 +16,7 @@
 // Files: runner.go (options, the run's steps), configs.go (credentials
 // and configuration files), topology.go (impairment, capture, topology),
 // agents.go (starting processes), schedule.go (the nemesis), cleanup.go,
-// registry.go (the run registry that harness clean reads),
+// claims.go (the run-ID claims that harness clean reads),
 // provenance.go (revision and kernel), sim.go (the simulator's seams:
 // clock, process start, links, capture), kerneltree.go and userspace.go
 // (the impairment paths).
