@@ -114,6 +114,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net/netip"
 	"slices"
@@ -150,9 +151,19 @@ type Config struct {
 	// Peers seeds the member directory.
 	Peers []Member
 	// DirectoryTTL forgets members not heard of, directly or through
-	// directory synchronisation, for this long; 0 keeps them for ever.
-	// Leaves are silent failures (002 §3.2), so this is how they end.
+	// directory synchronisation, for this long; 0 keeps configured
+	// members for ever. Leaves are silent failures (002 §3.2), so this is
+	// how they end.
 	DirectoryTTL time.Duration
+	// UnlistedTTL does the same for members not in Peers (joined ones and
+	// candidates); 0 means DefaultUnlistedTTL. DirectoryTTL applies
+	// instead when it is shorter. See "Pass targets" in the package doc.
+	UnlistedTTL time.Duration
+	// JoinInterval bounds the Moves of one sender that introduce a token
+	// this agent has never seen (joins, regenerations elsewhere: 002
+	// §3.2) to JoinBurst at once and one per JoinInterval after that;
+	// the rest are rejected ("join-rate"). 0 means DefaultJoinInterval.
+	JoinInterval time.Duration
 	// Rand is the agent's seeded random source (peer choice, directory
 	// samples, regeneration jitter).
 	Rand *rand.Rand
@@ -170,6 +181,32 @@ const DefaultMaxClockSkew = 100 * time.Millisecond
 
 // MaxMaxClockSkew bounds S: a restarted agent is deaf for up to 2·S.
 const MaxMaxClockSkew = time.Hour
+
+// Pass targets and joins (see the package doc, "Pass targets").
+const (
+	// DefaultUnlistedTTL is twenty return times of 002 §1's typical
+	// deployment (tens of seconds): a live member re-signs its entry
+	// every quarter of it and the token carries the entry to every
+	// member within a few return times, so only a silent member expires.
+	DefaultUnlistedTTL = 10 * time.Minute
+	// MaxUnanswered is how many passes in a row (each a Move and its
+	// retries, 002 §3) a target outside the configuration may leave
+	// unanswered before it stops being a target.
+	MaxUnanswered = 2
+	// MaxVouches is how many names a configured member may vouch for
+	// (by relaying an entry we cannot verify yet) per VouchWindow. Real
+	// time, never compressed: a failed pass costs Move timeouts, which
+	// are network time, so a budget in compressed time would let an
+	// insider among the configured members starve a compressed run.
+	MaxVouches  = 2
+	VouchWindow = time.Minute
+	// JoinBurst and DefaultJoinInterval: see Config.JoinInterval. A
+	// member introduces a token when it joins or regenerates one, at most
+	// once per regenerate_after return times: one a second is far above
+	// that and far below a flood.
+	JoinBurst           = 3
+	DefaultJoinInterval = time.Second
+)
 
 // Packet is a datagram to send.
 type Packet struct {
@@ -198,6 +235,13 @@ type member struct {
 	// verbatim when verified; zero if none.
 	entry    wire.Entry
 	verified bool
+	// Pass target evidence (see targetOf): answered, the member replied
+	// to one of our datagrams (an Ack, Commit or EarlyStop it signed);
+	// voucher, the configured member that relayed its entry; missed,
+	// passes to it that failed with no Ack since it last answered.
+	answered bool
+	voucher  string
+	missed   int
 }
 
 type presignKey struct {
@@ -226,6 +270,13 @@ type sessionKey struct {
 type Node struct {
 	cfg      Config
 	ep       *passing.Endpoint
+	// configured: the names in Config.Peers, pass targets for good.
+	configured map[string]bool
+	// vouches: when each configured member last vouched for a name, ns.
+	vouches map[string][]int64
+	// joinTAT: per sender, the theoretical arrival time of its next
+	// token introduction (a GCRA bucket of JoinBurst, JoinInterval).
+	joinTAT map[string]int64
 	pol      circulation.Policy
 	keys     map[string]ed25519.PublicKey
 	certSums map[string][32]byte // hash of the certificate each cached key came from
@@ -281,6 +332,21 @@ func New(cfg Config) (*Node, error) {
 	if cfg.MaxClockSkew == 0 {
 		cfg.MaxClockSkew = DefaultMaxClockSkew
 	}
+	switch {
+	case cfg.UnlistedTTL < 0:
+		return nil, errors.New("unlisted_ttl: must not be negative")
+	case cfg.JoinInterval < 0:
+		return nil, errors.New("join_interval: must not be negative")
+	}
+	if cfg.UnlistedTTL == 0 {
+		cfg.UnlistedTTL = DefaultUnlistedTTL
+	}
+	if cfg.DirectoryTTL > 0 {
+		cfg.UnlistedTTL = min(cfg.UnlistedTTL, cfg.DirectoryTTL)
+	}
+	if cfg.JoinInterval == 0 {
+		cfg.JoinInterval = DefaultJoinInterval
+	}
 	ep, err := passing.NewEndpoint(cfg.Passing, cfg.Name)
 	if err != nil {
 		return nil, fmt.Errorf("passing: %w", err)
@@ -288,7 +354,8 @@ func New(cfg Config) (*Node, error) {
 	n := &Node{cfg: cfg, ep: ep, pol: cfg.Policy,
 		keys: map[string]ed25519.PublicKey{cfg.Name: cfg.Key.Public().(ed25519.PublicKey)}, certSums: map[string][32]byte{},
 		dir: map[string]*member{}, replyTo: map[sessionKey]netip.AddrPort{}, rejected: map[string]uint64{},
-		presigned: map[presignKey]presignedDatagram{}}
+		presigned: map[presignKey]presignedDatagram{}, configured: map[string]bool{}, vouches: map[string][]int64{},
+		joinTAT: map[string]int64{}}
 	for _, p := range cfg.Peers {
 		if !wire.ValidName(p.Name) {
 			return nil, fmt.Errorf("peers: %q is not a valid member name", p.Name)
@@ -298,6 +365,7 @@ func New(cfg Config) (*Node, error) {
 		}
 		if p.Name != cfg.Name {
 			n.dir[p.Name] = &member{addr: p.Addr, trusted: true}
+			n.configured[p.Name] = true
 			if p.Key != nil {
 				if len(p.Key) != ed25519.PublicKeySize {
 					return nil, fmt.Errorf("peers: %s: key is not an Ed25519 public key", p.Name)
@@ -314,15 +382,18 @@ func New(cfg Config) (*Node, error) {
 // Self implements circulation.Host.
 func (n *Node) Self() string { return n.cfg.Name }
 
-// Peers implements circulation.Host. The list is kept until the
-// directory gains or loses a member (dirChanged), not sorted per call:
+// Peers implements circulation.Host: the pass targets, the members that
+// have shown they are alive (targetOf). The list is kept until the
+// directory gains or loses a target (dirChanged), not sorted per call:
 // the policy asks at every pass, and at 300 agents the sort was a tenth
-// of the simulator's time (issue 13). Callers must not modify it.
+// of the simulator's time. Callers must not modify it.
 func (n *Node) Peers() []string {
 	if n.peers == nil {
 		ps := make([]string, 0, len(n.dir))
-		for name := range n.dir {
-			ps = append(ps, name)
+		for name, m := range n.dir {
+			if n.targetOf(name, m) {
+				ps = append(ps, name)
+			}
 		}
 		slices.Sort(ps)
 		n.peers = slices.Clip(ps)
@@ -330,9 +401,68 @@ func (n *Node) Peers() []string {
 	return n.peers
 }
 
-// dirChanged forgets the sorted member list after a member was added to
-// or removed from the directory.
+// dirChanged forgets the sorted target list after a member was added
+// to or removed from the directory, or became or stopped being a target.
 func (n *Node) dirChanged() { n.peers = nil }
+
+// targetOf says whether a member is a pass target: configured, or known
+// alive, never on hearsay alone (see the package doc, "Pass targets").
+func (n *Node) targetOf(name string, m *member) bool {
+	switch {
+	case n.configured[name]:
+		return true
+	case m.answered:
+		return m.missed < MaxUnanswered
+	default:
+		return m.voucher != "" && m.missed == 0
+	}
+}
+
+// retarget records a change of a member's evidence made by f, and logs
+// the member entering or leaving the pass targets.
+func (n *Node) retarget(name string, m *member, reason string, f func()) {
+	was := n.targetOf(name, m)
+	f()
+	if is := n.targetOf(name, m); is != was {
+		n.dirChanged()
+		k := eventlog.TargetAdded
+		if !is {
+			k = eventlog.TargetDropped
+		}
+		n.event(eventlog.Event{Kind: k, Peer: name, Addr: m.addr.String(), Reason: reason})
+	}
+}
+
+// ttlOf is how long a member may stay silent before it is forgotten; 0
+// for ever.
+func (n *Node) ttlOf(name string) int64 {
+	if n.configured[name] {
+		return n.cfg.DirectoryTTL.Nanoseconds()
+	}
+	return n.cfg.UnlistedTTL.Nanoseconds()
+}
+
+// gcPeriod is how often silent members are looked for, and how often
+// this agent re-signs its own entry: a quarter of the shortest TTL.
+func (n *Node) gcPeriod() time.Duration {
+	ttl := n.cfg.UnlistedTTL
+	if n.cfg.DirectoryTTL > 0 {
+		ttl = min(ttl, n.cfg.DirectoryTTL)
+	}
+	return ttl / 4
+}
+
+// joinAllowed says whether sender may introduce a token now (GCRA:
+// JoinBurst at once, then one per JoinInterval).
+func (n *Node) joinAllowed(now time.Time, sender string) bool {
+	iv := n.cfg.JoinInterval.Nanoseconds()
+	return n.joinTAT[sender]-now.UnixNano() <= (JoinBurst-1)*iv
+}
+
+// joinTaken charges sender's bucket for a token it introduced.
+func (n *Node) joinTaken(now time.Time, sender string) {
+	n.joinTAT[sender] = max(n.joinTAT[sender], now.UnixNano()) + n.cfg.JoinInterval.Nanoseconds()
+}
 
 // Rand implements circulation.Host.
 func (n *Node) Rand() *rand.Rand { return n.cfg.Rand }
@@ -358,7 +488,7 @@ func (n *Node) event(e eventlog.Event) { n.ready.Events = append(n.ready.Events,
 func (n *Node) Start(now time.Time) {
 	n.fresh = now.Add(n.cfg.MaxClockSkew).UnixNano()
 	n.signSelf(now)
-	n.gcAt = now.Add(n.cfg.DirectoryTTL / 4)
+	n.gcAt = now.Add(n.gcPeriod())
 }
 
 // startPolicy starts the policy, once. It waits for fresh (start + S):
@@ -454,6 +584,13 @@ func (n *Node) Receive(now time.Time, from netip.AddrPort, b []byte) {
 		return
 	}
 	n.startPolicy(now)
+	join := d.Type == wire.Move && !n.ep.Knows(d.Token)
+	if join && !n.joinAllowed(now, d.Sender) {
+		// A certified member can introduce tokens at will; each costs
+		// the receiver an Ack sequence and a commit timeout (002 §3).
+		n.reject("join-rate", &d, from, fmt.Sprintf("more than %d new tokens at once or one per %v from this sender", JoinBurst, n.cfg.JoinInterval))
+		return
+	}
 	k := sessionKey{d.Token, d.Session, d.Sender}
 	prevTo, hadTo := n.replyTo[k]
 	switch d.Type {
@@ -477,8 +614,12 @@ func (n *Node) Receive(now time.Time, from netip.AddrPort, b []byte) {
 			n.keys[d.Sender], n.certSums[d.Sender] = newKey, newSum
 			n.event(eventlog.Event{Kind: eventlog.KeyCached, Peer: d.Sender, Addr: from.String()})
 		}
-		n.heard(now, d.Sender, from, d.Nonce)
-		n.merge(now, d.Dir)
+		n.heard(now, d.Sender, from, d.Nonce, d.Type != wire.Move)
+		if join {
+			n.joinTaken(now, d.Sender)
+			n.event(eventlog.Event{Kind: eventlog.TokenIntroduced, Token: d.Token.String(), Session: d.Session, Peer: d.Sender, Addr: from.String(), Reason: "move"})
+		}
+		n.merge(now, d.Sender, d.Dir)
 	} else if hadTo {
 		n.replyTo[k] = prevTo
 	} else {
@@ -502,7 +643,9 @@ func (n *Node) Receive(now time.Time, from netip.AddrPort, b []byte) {
 
 // heard records direct evidence that a member was alive at addr when it
 // signed the datagram with this nonce: a late copy proves nothing newer.
-func (n *Node) heard(now time.Time, name string, addr netip.AddrPort, nonce uint64) {
+// answer: the datagram replies to one of ours (an Ack, Commit or
+// EarlyStop), so the member is reachable there: it becomes a target.
+func (n *Node) heard(now time.Time, name string, addr netip.AddrPort, nonce uint64, answer bool) {
 	m := n.dir[name]
 	if m == nil {
 		m = &member{}
@@ -514,6 +657,9 @@ func (n *Node) heard(now time.Time, name string, addr netip.AddrPort, nonce uint
 		m.addr, m.seen = addr, t
 	}
 	m.trusted = true
+	if answer {
+		n.retarget(name, m, "answered", func() { m.answered, m.missed = true, 0 })
+	}
 	if m.entry.Name != "" && !m.verified {
 		// Now that its key is known, check the entry we held on hearsay.
 		if m.verified = m.entry.VerifyEntry(n.keys[name]); !m.verified {
@@ -526,8 +672,7 @@ func (n *Node) heard(now time.Time, name string, addr netip.AddrPort, nonce uint
 // entry is signed by the member it describes; only entries newer than
 // the one held are checked (an Ed25519 verification each), so a
 // directory already in sync costs no verification.
-func (n *Node) merge(now time.Time, dir []wire.Entry) {
-	ttl := n.cfg.DirectoryTTL.Nanoseconds()
+func (n *Node) merge(now time.Time, from string, dir []wire.Entry) {
 	for _, e := range dir {
 		if e.Name == n.cfg.Name || !e.Addr.IsValid() || e.Addr.Port() == 0 {
 			continue
@@ -535,7 +680,7 @@ func (n *Node) merge(now time.Time, dir []wire.Entry) {
 		if e.Seen > now.Add(n.cfg.MaxClockSkew).UnixNano() {
 			continue // from the future: it would outlive its member
 		}
-		if ttl > 0 && now.UnixNano()-e.Seen > ttl {
+		if ttl := n.ttlOf(e.Name); ttl > 0 && now.UnixNano()-e.Seen > ttl {
 			continue // stale news of a member that may have left
 		}
 		m := n.dir[e.Name]
@@ -563,7 +708,28 @@ func (n *Node) merge(now time.Time, dir []wire.Entry) {
 		if e.Seen > m.seen || !m.trusted {
 			m.addr, m.seen, m.trusted = e.Addr, e.Seen, haveKey
 		}
+		if !haveKey && m.voucher == "" && !m.answered && n.vouch(now, from) {
+			n.retarget(e.Name, m, "vouched", func() { m.voucher = from })
+		}
 	}
+}
+
+// vouch says whether from, a member that relayed an entry we cannot
+// verify, may vouch for it: only a configured member may (the join of
+// 002 §3.2 goes through one), MaxVouches times per VouchWindow, so that
+// an insider among them costs at most that many failed passes.
+func (n *Node) vouch(now time.Time, from string) bool {
+	if !n.configured[from] {
+		return false
+	}
+	cut := now.Add(-VouchWindow).UnixNano()
+	vs := slices.DeleteFunc(n.vouches[from], func(t int64) bool { return t < cut })
+	if len(vs) >= MaxVouches {
+		n.vouches[from] = vs
+		return false
+	}
+	n.vouches[from] = append(vs, now.UnixNano())
+	return true
 }
 
 // signSelf signs this agent's own entry.
@@ -578,7 +744,7 @@ func (n *Node) directory(now time.Time, withCert bool) []wire.Entry {
 	// Our own entry is re-signed only when it would soon look stale to a
 	// member with a directory TTL, not per datagram: a signature costs
 	// ~28 µs on the pass's critical path.
-	if ttl := n.cfg.DirectoryTTL.Nanoseconds(); ttl > 0 && now.UnixNano()-n.self.Seen >= ttl/4 {
+	if now.UnixNano()-n.self.Seen >= n.gcPeriod().Nanoseconds() {
 		n.signSelf(now)
 	}
 	es := make([]wire.Entry, 0, len(n.dir)+1)
@@ -615,10 +781,11 @@ func (n *Node) Tick(now time.Time) {
 	if d, ok := n.pol.Deadline(); ok && n.polStarted && !now.Before(d) {
 		n.actions(now, n.pol.Tick(now))
 	}
-	if n.cfg.DirectoryTTL > 0 && !now.Before(n.gcAt) {
-		n.gcAt = now.Add(n.cfg.DirectoryTTL / 4)
-		for _, name := range n.Peers() {
-			if m := n.dir[name]; m.seen != 0 && now.UnixNano()-m.seen > n.cfg.DirectoryTTL.Nanoseconds() {
+	if !now.Before(n.gcAt) {
+		n.gcAt = now.Add(n.gcPeriod())
+		for _, name := range slices.Sorted(maps.Keys(n.dir)) {
+			m := n.dir[name]
+			if ttl := n.ttlOf(name); ttl > 0 && m.seen != 0 && now.UnixNano()-m.seen > ttl {
 				delete(n.dir, name)
 				n.dirChanged()
 				n.event(eventlog.Event{Kind: eventlog.PeerRemoved, Peer: name, Reason: "ttl"})
@@ -637,7 +804,7 @@ func (n *Node) Deadline() (time.Time, bool) {
 	if pok && (!ok || pd.Before(d)) {
 		d, ok = pd, true
 	}
-	if n.cfg.DirectoryTTL > 0 && (!ok || n.gcAt.Before(d)) {
+	if !ok || n.gcAt.Before(d) {
 		d, ok = n.gcAt, true
 	}
 	return d, ok
@@ -769,6 +936,9 @@ func (n *Node) effect(now time.Time, f passing.Effect) {
 		delete(n.replyTo, k)
 		n.forgetPresigned(k)
 		if f.Reason == "ack_timeout" {
+			if m := n.dir[f.Peer]; m != nil {
+				n.retarget(f.Peer, m, "unanswered", func() { m.missed++ })
+			}
 			n.actions(now, n.pol.PassFailed(now, f.Token, f.Peer))
 		}
 	case passing.TokenAcquired:
