@@ -268,15 +268,15 @@ type sessionKey struct {
 
 // Node is one agent. It is not safe for concurrent use.
 type Node struct {
-	cfg      Config
-	ep       *passing.Endpoint
+	cfg Config
+	ep  *passing.Endpoint
 	// configured: the names in Config.Peers, pass targets for good.
 	configured map[string]bool
 	// vouches: when each configured member last vouched for a name, ns.
 	vouches map[string][]int64
 	// joinTAT: per sender, the theoretical arrival time of its next
 	// token introduction (a GCRA bucket of JoinBurst, JoinInterval).
-	joinTAT map[string]int64
+	joinTAT  map[string]int64
 	pol      circulation.Policy
 	keys     map[string]ed25519.PublicKey
 	certSums map[string][32]byte // hash of the certificate each cached key came from
