@@ -45,7 +45,6 @@ var unusual = map[eventlog.Kind]bool{eventlog.TokenIntroduced: true, eventlog.Ta
 // either logged or counted in exactly one summary, and the node's own
 // counters (agent_stopping) see them all.
 //
-//
 // Across all reasons, at most Budget rejections and unusual events are
 // logged one by one per interval: a flood of random bytes produces tens
 // of distinct reasons, and a bound per reason alone let the log grow
