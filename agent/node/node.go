@@ -93,6 +93,39 @@
 // datagram from it that was accepted, or the seen-time of its entry; a
 // replay therefore proves nothing newer than the original.
 //
+// # Pass targets
+//
+// The policy chooses among Peers, the pass targets: members that have
+// shown they are alive, never names on hearsay alone. A name is a target
+// when it is configured (Config.Peers: the operator's word), or when it
+// has answered this agent, that is, sent an Ack, Commit or EarlyStop that
+// was accepted: it verified under the member's certified key, for its
+// address, and replies to a datagram of ours, so the member is reachable
+// there. A Move alone does not count: it costs the sender nothing to send.
+// An entry we cannot verify yet (a joiner's, relayed by synchronisation,
+// 002 §3.2) is a target on the word of a configured member that relayed
+// it, for one pass: at most MaxVouches names per configured member per
+// VouchWindow, so an insider among the configured members costs at most
+// that many failed passes. A target outside the configuration whose
+// passes fail MaxUnanswered times in a row (each a Move and its retries,
+// 002 §3) stops being one until it answers again. Configured members stay
+// targets: a leave is a silent failure that the Move retries absorb (the
+// sender keeps the token, 002 §3.1), and directory_ttl, when set, ends it.
+//
+// Joins keep working (002 §3.2): the joiner passes its fresh token to the
+// member it was given, whose Ack and the joiner's Commit make each a
+// target of the other; synchronisation carries the joiner's entry on,
+// vouched for by that member, and the first pass to the joiner (with
+// certificates both ways after one timeout, 002 §3) makes it answer.
+//
+// Members outside the configuration expire after UnlistedTTL without
+// news (DefaultUnlistedTTL, ten minutes: twenty return times of 002 §1's
+// typical deployment). A live member re-signs its entry every quarter of
+// the TTL and the token carries it everywhere within a few return times,
+// so only a silent member expires. Joins are bounded per sender
+// (JoinBurst, Config.JoinInterval): a Move of a token this agent has
+// never seen costs it an Ack sequence and a commit timeout.
+//
 // # What a certified member can still do
 //
 // 002 §3.1 trusts members: a member holding a valid key pair and
@@ -103,10 +136,18 @@
 // reports it as a duplication. It can drop the tokens it is passed (a
 // silent failure), claim any address for itself, and fill directories
 // with entries for names that do not exist, as unverified candidates that
-// are not relayed and, with directory_ttl, expire. It can no longer move
-// another member's entry, plant entries in the future, displace another
-// member's key, or, like an outsider, make an agent accept a replay of its
-// previous life.
+// are neither relayed nor passed to and that expire after UnlistedTTL; if
+// it is configured, MaxVouches of them per VouchWindow get one pass each.
+// It can introduce JoinBurst tokens at once and one per JoinInterval, and
+// open sessions of known tokens at any rate, each costing the receiver an
+// Ack sequence and a commit timeout. Having answered once, it costs
+// MaxUnanswered failed passes per agent before it must answer again. It
+// can no longer move another member's entry, plant entries in the
+// future, displace another member's key, become a pass target without
+// answering, or, like an outsider, make an agent accept a replay of its
+// previous life. If a restarted agent's clock is behind its peers' by
+// more than S, it can accept replays signed in the last (lag − S) before
+// its crash (TestClockSkewBeyondTheBoundAdmitsReplays).
 package node
 
 import (
