@@ -33,7 +33,7 @@ import (
 const insiderExp = `
 name: insider
 seed: 31
-duration: 50s
+duration: 41s
 time_scale: 1
 replicas: 1
 defaults:
@@ -48,12 +48,12 @@ agents:
 
 const (
 	insiderWarm = 5 * time.Second // first phase starts here
-	insiderFrom = 20 * time.Second
-	insiderTo   = 35 * time.Second
-	insiderEnd  = 50 * time.Second
+	insiderFrom = 17 * time.Second
+	insiderTo   = 29 * time.Second
+	insiderEnd  = 40 * time.Second
 	// insiderFraction: during and after an attack, the circulation must
 	// keep this fraction of the unattacked run's rate. The rate of 100 ms
-	// holds over 15 s varies by a few percent between runs; the rest of
+	// holds over 12 s varies by a few percent between runs; the rest of
 	// the margin is for the attacker's and the agents' CPU on a shared
 	// machine. An insider that steers passes to silent targets costs
 	// three Move timeouts per such pass and falls far below it.
