@@ -155,7 +155,6 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"maps"
 	"math/rand/v2"
 	"net/netip"
 	"slices"
@@ -824,13 +823,19 @@ func (n *Node) Tick(now time.Time) {
 	}
 	if !now.Before(n.gcAt) {
 		n.gcAt = now.Add(n.gcPeriod())
-		for _, name := range slices.Sorted(maps.Keys(n.dir)) {
-			m := n.dir[name]
+		// Sorted only when something expires: at hundreds of members a
+		// sort per sweep is most of the sweep.
+		var gone []string
+		for name, m := range n.dir {
 			if ttl := n.ttlOf(name); ttl > 0 && m.seen != 0 && now.UnixNano()-m.seen > ttl {
-				delete(n.dir, name)
-				n.dirChanged()
-				n.event(eventlog.Event{Kind: eventlog.PeerRemoved, Peer: name, Reason: "ttl"})
+				gone = append(gone, name)
 			}
+		}
+		slices.Sort(gone)
+		for _, name := range gone {
+			delete(n.dir, name)
+			n.dirChanged()
+			n.event(eventlog.Event{Kind: eventlog.PeerRemoved, Peer: name, Reason: "ttl"})
 		}
 	}
 }
