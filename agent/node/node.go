@@ -140,7 +140,8 @@
 // it is configured, MaxVouches of them per VouchWindow get one pass each.
 // It can introduce JoinBurst tokens at once and one per JoinInterval, and
 // open sessions of known tokens at any rate, each costing the receiver an
-// Ack sequence and a commit timeout. Having answered once, it costs
+// Ack sequence and a commit timeout (and, above the current session,
+// making it refuse the genuine holder's next pass as stale). Having answered once, it costs
 // MaxUnanswered failed passes per agent before it must answer again. It
 // can no longer move another member's entry, plant entries in the
 // future, displace another member's key, become a pass target without
