@@ -63,3 +63,47 @@ func TestRejectionSamplerBoundsAndCounts(t *testing.T) {
 		t.Errorf("sample -1 logged %d of %d", len(out), len(orig))
 	}
 }
+
+// Across reasons, at most Budget events are logged per interval; accepted
+// but unusual events share the budget and are counted in an
+// unusual_summary. Every event is logged or counted exactly once.
+func TestRejectionSamplerGlobalBudget(t *testing.T) {
+	s := RejectionSampler{Sample: 2, Interval: time.Second, Budget: 3}
+	t0 := time.Unix(1000, 0)
+	var batch []eventlog.Event
+	reasons := []string{"a", "b", "c", "d", "e"}
+	for i := 0; i < 4; i++ {
+		for _, r := range reasons {
+			batch = append(batch, rejected(r))
+		}
+		batch = append(batch, eventlog.Event{Kind: eventlog.TargetAdded, Reason: "vouched"}, eventlog.Event{Kind: eventlog.TokenAcquired})
+	}
+	out := s.Filter(t0, batch)
+	sampled, acquired := 0, 0
+	for _, e := range out {
+		switch e.Kind {
+		case eventlog.TokenAcquired:
+			acquired++
+		default:
+			sampled++
+		}
+	}
+	if sampled != 3 || acquired != 4 {
+		t.Fatalf("logged %d sampled events and %d acquisitions, want 3 and 4", sampled, acquired)
+	}
+	f := s.Final()
+	var rej, unus uint64
+	for _, e := range f {
+		for _, v := range e.Counts {
+			if e.Kind == eventlog.RejectionsSummary {
+				rej += v
+			} else if e.Kind == eventlog.UnusualSummary {
+				unus += v
+			}
+		}
+	}
+	// 20 rejections and 4 unusual events; 3 rejections were logged.
+	if rej != 17 || unus != 4 || len(f) != 2 || f[1].Counts["target_added:vouched"] != 4 {
+		t.Errorf("summaries %+v: %d rejections and %d unusual events counted, want 17 and 4", f, rej, unus)
+	}
+}

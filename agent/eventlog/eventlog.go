@@ -97,6 +97,24 @@ const (
 	PeerAdded         Kind = "peer_added"
 	PeerRemoved       Kind = "peer_removed"
 	AgentNotice       Kind = "agent_notice" // an internal error the agent survived; Reason and Detail say what
+
+	// Accepted but unusual: logged like rejections, a bounded sample and
+	// exact counts (UnusualSummary), since a certified member can cause
+	// them at will.
+	//
+	// TokenIntroduced: a Move opened a session for a token this agent
+	// had never seen (a join, a regeneration elsewhere, 002 §3.2); Peer
+	// is its sender.
+	TokenIntroduced Kind = "token_introduced"
+	// TargetAdded and TargetDropped: Peer became, or stopped being, a
+	// pass target (a member that has shown it is alive); Reason says why:
+	// "answered", "vouched" (a configured member relayed its entry),
+	// "unanswered" (its Moves went unanswered).
+	TargetAdded   Kind = "target_added"
+	TargetDropped Kind = "target_dropped"
+	// UnusualSummary: Counts holds, per "kind:reason", the unusual events
+	// not logged one by one since the previous summary.
+	UnusualSummary Kind = "unusual_summary"
 )
 
 // Harness events, written by the harness on the same clocks.
@@ -172,7 +190,7 @@ func init() {
 	for _, k := range []Kind{AgentStarted, AgentStopping, PassStarted, MoveSent, MoveReceived, AckSent, AckReceived,
 		CommitSent, CommitReceived, EarlyStopSent, EarlyStopReceived, PassSucceeded, PassCompleted, PassFailed,
 		TokenAcquired, TokenReleased, TokenRegenerated, TokenDiscarded, OpStarted, OpFinished, DatagramRejected, RejectionsSummary,
-		KeyCached, PeerAdded, PeerRemoved, AgentNotice,
+		KeyCached, PeerAdded, PeerRemoved, AgentNotice, TokenIntroduced, TargetAdded, TargetDropped, UnusualSummary,
 		RunStarted, RunFinished, LinkProfile, OutageStart, OutageEnd, AgentCrash, AgentRestart, AgentJoin,
 		AgentLeave, AgentExit, HarnessNotice} {
 		known[k] = true

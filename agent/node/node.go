@@ -93,6 +93,39 @@
 // datagram from it that was accepted, or the seen-time of its entry; a
 // replay therefore proves nothing newer than the original.
 //
+// # Pass targets
+//
+// The policy chooses among Peers, the pass targets: members that have
+// shown they are alive, never names on hearsay alone. A name is a target
+// when it is configured (Config.Peers: the operator's word), or when it
+// has answered this agent, that is, sent an Ack, Commit or EarlyStop that
+// was accepted: it verified under the member's certified key, for its
+// address, and replies to a datagram of ours, so the member is reachable
+// there. A Move alone does not count: it costs the sender nothing to send.
+// An entry we cannot verify yet (a joiner's, relayed by synchronisation,
+// 002 §3.2) is a target on the word of a configured member that relayed
+// it, for one pass: at most MaxVouches names per configured member per
+// VouchWindow, so an insider among the configured members costs at most
+// that many failed passes. A target outside the configuration whose
+// passes fail MaxUnanswered times in a row (each a Move and its retries,
+// 002 §3) stops being one until it answers again. Configured members stay
+// targets: a leave is a silent failure that the Move retries absorb (the
+// sender keeps the token, 002 §3.1), and directory_ttl, when set, ends it.
+//
+// Joins keep working (002 §3.2): the joiner passes its fresh token to the
+// member it was given, whose Ack and the joiner's Commit make each a
+// target of the other; synchronisation carries the joiner's entry on,
+// vouched for by that member, and the first pass to the joiner (with
+// certificates both ways after one timeout, 002 §3) makes it answer.
+//
+// Members outside the configuration expire after UnlistedTTL without
+// news (DefaultUnlistedTTL, ten minutes: twenty return times of 002 §1's
+// typical deployment). A live member re-signs its entry every quarter of
+// the TTL and the token carries it everywhere within a few return times,
+// so only a silent member expires. Joins are bounded per sender
+// (JoinBurst, Config.JoinInterval): a Move of a token this agent has
+// never seen costs it an Ack sequence and a commit timeout.
+//
 // # What a certified member can still do
 //
 // 002 §3.1 trusts members: a member holding a valid key pair and
@@ -103,10 +136,19 @@
 // reports it as a duplication. It can drop the tokens it is passed (a
 // silent failure), claim any address for itself, and fill directories
 // with entries for names that do not exist, as unverified candidates that
-// are not relayed and, with directory_ttl, expire. It can no longer move
-// another member's entry, plant entries in the future, displace another
-// member's key, or, like an outsider, make an agent accept a replay of its
-// previous life.
+// are neither relayed nor passed to and that expire after UnlistedTTL; if
+// it is configured, MaxVouches of them per VouchWindow get one pass each.
+// It can introduce JoinBurst tokens at once and one per JoinInterval, and
+// open sessions of known tokens at any rate, each costing the receiver an
+// Ack sequence and a commit timeout (and, above the current session,
+// making it refuse the genuine holder's next pass as stale). Having answered once, it costs
+// MaxUnanswered failed passes per agent before it must answer again. It
+// can no longer move another member's entry, plant entries in the
+// future, displace another member's key, become a pass target without
+// answering, or, like an outsider, make an agent accept a replay of its
+// previous life. If a restarted agent's clock is behind its peers' by
+// more than S, it can accept replays signed in the last (lag − S) before
+// its crash (TestClockSkewBeyondTheBoundAdmitsReplays).
 package node
 
 import (
@@ -150,9 +192,19 @@ type Config struct {
 	// Peers seeds the member directory.
 	Peers []Member
 	// DirectoryTTL forgets members not heard of, directly or through
-	// directory synchronisation, for this long; 0 keeps them for ever.
-	// Leaves are silent failures (002 §3.2), so this is how they end.
+	// directory synchronisation, for this long; 0 keeps configured
+	// members for ever. Leaves are silent failures (002 §3.2), so this is
+	// how they end.
 	DirectoryTTL time.Duration
+	// UnlistedTTL does the same for members not in Peers (joined ones and
+	// candidates); 0 means DefaultUnlistedTTL. DirectoryTTL applies
+	// instead when it is shorter. See "Pass targets" in the package doc.
+	UnlistedTTL time.Duration
+	// JoinInterval bounds the Moves of one sender that introduce a token
+	// this agent has never seen (joins, regenerations elsewhere: 002
+	// §3.2) to JoinBurst at once and one per JoinInterval after that;
+	// the rest are rejected ("join-rate"). 0 means DefaultJoinInterval.
+	JoinInterval time.Duration
 	// Rand is the agent's seeded random source (peer choice, directory
 	// samples, regeneration jitter).
 	Rand *rand.Rand
@@ -170,6 +222,32 @@ const DefaultMaxClockSkew = 100 * time.Millisecond
 
 // MaxMaxClockSkew bounds S: a restarted agent is deaf for up to 2·S.
 const MaxMaxClockSkew = time.Hour
+
+// Pass targets and joins (see the package doc, "Pass targets").
+const (
+	// DefaultUnlistedTTL is twenty return times of 002 §1's typical
+	// deployment (tens of seconds): a live member re-signs its entry
+	// every quarter of it and the token carries the entry to every
+	// member within a few return times, so only a silent member expires.
+	DefaultUnlistedTTL = 10 * time.Minute
+	// MaxUnanswered is how many passes in a row (each a Move and its
+	// retries, 002 §3) a target outside the configuration may leave
+	// unanswered before it stops being a target.
+	MaxUnanswered = 2
+	// MaxVouches is how many names a configured member may vouch for
+	// (by relaying an entry we cannot verify yet) per VouchWindow. Real
+	// time, never compressed: a failed pass costs Move timeouts, which
+	// are network time, so a budget in compressed time would let an
+	// insider among the configured members starve a compressed run.
+	MaxVouches  = 2
+	VouchWindow = time.Minute
+	// JoinBurst and DefaultJoinInterval: see Config.JoinInterval. A
+	// member introduces a token when it joins or regenerates one, at most
+	// once per regenerate_after return times: one a second is far above
+	// that and far below a flood.
+	JoinBurst           = 3
+	DefaultJoinInterval = time.Second
+)
 
 // Packet is a datagram to send.
 type Packet struct {
@@ -198,6 +276,13 @@ type member struct {
 	// verbatim when verified; zero if none.
 	entry    wire.Entry
 	verified bool
+	// Pass target evidence (see targetOf): answered, the member replied
+	// to one of our datagrams (an Ack, Commit or EarlyStop it signed);
+	// voucher, the configured member that relayed its entry; missed,
+	// passes to it that failed with no Ack since it last answered.
+	answered bool
+	voucher  string
+	missed   int
 }
 
 type presignKey struct {
@@ -224,8 +309,15 @@ type sessionKey struct {
 
 // Node is one agent. It is not safe for concurrent use.
 type Node struct {
-	cfg      Config
-	ep       *passing.Endpoint
+	cfg Config
+	ep  *passing.Endpoint
+	// configured: the names in Config.Peers, pass targets for good.
+	configured map[string]bool
+	// vouches: when each configured member last vouched for a name, ns.
+	vouches map[string][]int64
+	// joinTAT: per sender, the theoretical arrival time of its next
+	// token introduction (a GCRA bucket of JoinBurst, JoinInterval).
+	joinTAT  map[string]int64
 	pol      circulation.Policy
 	keys     map[string]ed25519.PublicKey
 	certSums map[string][32]byte // hash of the certificate each cached key came from
@@ -281,6 +373,21 @@ func New(cfg Config) (*Node, error) {
 	if cfg.MaxClockSkew == 0 {
 		cfg.MaxClockSkew = DefaultMaxClockSkew
 	}
+	switch {
+	case cfg.UnlistedTTL < 0:
+		return nil, errors.New("unlisted_ttl: must not be negative")
+	case cfg.JoinInterval < 0:
+		return nil, errors.New("join_interval: must not be negative")
+	}
+	if cfg.UnlistedTTL == 0 {
+		cfg.UnlistedTTL = DefaultUnlistedTTL
+	}
+	if cfg.DirectoryTTL > 0 {
+		cfg.UnlistedTTL = min(cfg.UnlistedTTL, cfg.DirectoryTTL)
+	}
+	if cfg.JoinInterval == 0 {
+		cfg.JoinInterval = DefaultJoinInterval
+	}
 	ep, err := passing.NewEndpoint(cfg.Passing, cfg.Name)
 	if err != nil {
 		return nil, fmt.Errorf("passing: %w", err)
@@ -288,7 +395,8 @@ func New(cfg Config) (*Node, error) {
 	n := &Node{cfg: cfg, ep: ep, pol: cfg.Policy,
 		keys: map[string]ed25519.PublicKey{cfg.Name: cfg.Key.Public().(ed25519.PublicKey)}, certSums: map[string][32]byte{},
 		dir: map[string]*member{}, replyTo: map[sessionKey]netip.AddrPort{}, rejected: map[string]uint64{},
-		presigned: map[presignKey]presignedDatagram{}}
+		presigned: map[presignKey]presignedDatagram{}, configured: map[string]bool{}, vouches: map[string][]int64{},
+		joinTAT: map[string]int64{}}
 	for _, p := range cfg.Peers {
 		if !wire.ValidName(p.Name) {
 			return nil, fmt.Errorf("peers: %q is not a valid member name", p.Name)
@@ -298,6 +406,7 @@ func New(cfg Config) (*Node, error) {
 		}
 		if p.Name != cfg.Name {
 			n.dir[p.Name] = &member{addr: p.Addr, trusted: true}
+			n.configured[p.Name] = true
 			if p.Key != nil {
 				if len(p.Key) != ed25519.PublicKeySize {
 					return nil, fmt.Errorf("peers: %s: key is not an Ed25519 public key", p.Name)
@@ -314,15 +423,18 @@ func New(cfg Config) (*Node, error) {
 // Self implements circulation.Host.
 func (n *Node) Self() string { return n.cfg.Name }
 
-// Peers implements circulation.Host. The list is kept until the
-// directory gains or loses a member (dirChanged), not sorted per call:
+// Peers implements circulation.Host: the pass targets, the members that
+// have shown they are alive (targetOf). The list is kept until the
+// directory gains or loses a target (dirChanged), not sorted per call:
 // the policy asks at every pass, and at 300 agents the sort was a tenth
-// of the simulator's time (issue 13). Callers must not modify it.
+// of the simulator's time. Callers must not modify it.
 func (n *Node) Peers() []string {
 	if n.peers == nil {
 		ps := make([]string, 0, len(n.dir))
-		for name := range n.dir {
-			ps = append(ps, name)
+		for name, m := range n.dir {
+			if n.targetOf(name, m) {
+				ps = append(ps, name)
+			}
 		}
 		slices.Sort(ps)
 		n.peers = slices.Clip(ps)
@@ -330,9 +442,68 @@ func (n *Node) Peers() []string {
 	return n.peers
 }
 
-// dirChanged forgets the sorted member list after a member was added to
-// or removed from the directory.
+// dirChanged forgets the sorted target list after a member was added
+// to or removed from the directory, or became or stopped being a target.
 func (n *Node) dirChanged() { n.peers = nil }
+
+// targetOf says whether a member is a pass target: configured, or known
+// alive, never on hearsay alone (see the package doc, "Pass targets").
+func (n *Node) targetOf(name string, m *member) bool {
+	switch {
+	case n.configured[name]:
+		return true
+	case m.answered:
+		return m.missed < MaxUnanswered
+	default:
+		return m.voucher != "" && m.missed == 0
+	}
+}
+
+// retarget records a change of a member's evidence made by f, and logs
+// the member entering or leaving the pass targets.
+func (n *Node) retarget(name string, m *member, reason string, f func()) {
+	was := n.targetOf(name, m)
+	f()
+	if is := n.targetOf(name, m); is != was {
+		n.dirChanged()
+		k := eventlog.TargetAdded
+		if !is {
+			k = eventlog.TargetDropped
+		}
+		n.event(eventlog.Event{Kind: k, Peer: name, Addr: m.addr.String(), Reason: reason})
+	}
+}
+
+// ttlOf is how long a member may stay silent before it is forgotten; 0
+// for ever.
+func (n *Node) ttlOf(name string) int64 {
+	if n.configured[name] {
+		return n.cfg.DirectoryTTL.Nanoseconds()
+	}
+	return n.cfg.UnlistedTTL.Nanoseconds()
+}
+
+// gcPeriod is how often silent members are looked for, and how often
+// this agent re-signs its own entry: a quarter of the shortest TTL.
+func (n *Node) gcPeriod() time.Duration {
+	ttl := n.cfg.UnlistedTTL
+	if n.cfg.DirectoryTTL > 0 {
+		ttl = min(ttl, n.cfg.DirectoryTTL)
+	}
+	return ttl / 4
+}
+
+// joinAllowed says whether sender may introduce a token now (GCRA:
+// JoinBurst at once, then one per JoinInterval).
+func (n *Node) joinAllowed(now time.Time, sender string) bool {
+	iv := n.cfg.JoinInterval.Nanoseconds()
+	return n.joinTAT[sender]-now.UnixNano() <= (JoinBurst-1)*iv
+}
+
+// joinTaken charges sender's bucket for a token it introduced.
+func (n *Node) joinTaken(now time.Time, sender string) {
+	n.joinTAT[sender] = max(n.joinTAT[sender], now.UnixNano()) + n.cfg.JoinInterval.Nanoseconds()
+}
 
 // Rand implements circulation.Host.
 func (n *Node) Rand() *rand.Rand { return n.cfg.Rand }
@@ -358,7 +529,7 @@ func (n *Node) event(e eventlog.Event) { n.ready.Events = append(n.ready.Events,
 func (n *Node) Start(now time.Time) {
 	n.fresh = now.Add(n.cfg.MaxClockSkew).UnixNano()
 	n.signSelf(now)
-	n.gcAt = now.Add(n.cfg.DirectoryTTL / 4)
+	n.gcAt = now.Add(n.gcPeriod())
 }
 
 // startPolicy starts the policy, once. It waits for fresh (start + S):
@@ -454,6 +625,13 @@ func (n *Node) Receive(now time.Time, from netip.AddrPort, b []byte) {
 		return
 	}
 	n.startPolicy(now)
+	join := d.Type == wire.Move && !n.ep.Knows(d.Token)
+	if join && !n.joinAllowed(now, d.Sender) {
+		// A certified member can introduce tokens at will; each costs
+		// the receiver an Ack sequence and a commit timeout (002 §3).
+		n.reject("join-rate", &d, from, fmt.Sprintf("more than %d new tokens at once or one per %v from this sender", JoinBurst, n.cfg.JoinInterval))
+		return
+	}
 	k := sessionKey{d.Token, d.Session, d.Sender}
 	prevTo, hadTo := n.replyTo[k]
 	switch d.Type {
@@ -477,8 +655,12 @@ func (n *Node) Receive(now time.Time, from netip.AddrPort, b []byte) {
 			n.keys[d.Sender], n.certSums[d.Sender] = newKey, newSum
 			n.event(eventlog.Event{Kind: eventlog.KeyCached, Peer: d.Sender, Addr: from.String()})
 		}
-		n.heard(now, d.Sender, from, d.Nonce)
-		n.merge(now, d.Dir)
+		n.heard(now, d.Sender, from, d.Nonce, d.Type != wire.Move)
+		if join {
+			n.joinTaken(now, d.Sender)
+			n.event(eventlog.Event{Kind: eventlog.TokenIntroduced, Token: d.Token.String(), Session: d.Session, Peer: d.Sender, Addr: from.String(), Reason: "move"})
+		}
+		n.merge(now, d.Sender, d.Dir)
 	} else if hadTo {
 		n.replyTo[k] = prevTo
 	} else {
@@ -502,7 +684,9 @@ func (n *Node) Receive(now time.Time, from netip.AddrPort, b []byte) {
 
 // heard records direct evidence that a member was alive at addr when it
 // signed the datagram with this nonce: a late copy proves nothing newer.
-func (n *Node) heard(now time.Time, name string, addr netip.AddrPort, nonce uint64) {
+// answer: the datagram replies to one of ours (an Ack, Commit or
+// EarlyStop), so the member is reachable there: it becomes a target.
+func (n *Node) heard(now time.Time, name string, addr netip.AddrPort, nonce uint64, answer bool) {
 	m := n.dir[name]
 	if m == nil {
 		m = &member{}
@@ -514,6 +698,9 @@ func (n *Node) heard(now time.Time, name string, addr netip.AddrPort, nonce uint
 		m.addr, m.seen = addr, t
 	}
 	m.trusted = true
+	if answer {
+		n.retarget(name, m, "answered", func() { m.answered, m.missed = true, 0 })
+	}
 	if m.entry.Name != "" && !m.verified {
 		// Now that its key is known, check the entry we held on hearsay.
 		if m.verified = m.entry.VerifyEntry(n.keys[name]); !m.verified {
@@ -526,8 +713,7 @@ func (n *Node) heard(now time.Time, name string, addr netip.AddrPort, nonce uint
 // entry is signed by the member it describes; only entries newer than
 // the one held are checked (an Ed25519 verification each), so a
 // directory already in sync costs no verification.
-func (n *Node) merge(now time.Time, dir []wire.Entry) {
-	ttl := n.cfg.DirectoryTTL.Nanoseconds()
+func (n *Node) merge(now time.Time, from string, dir []wire.Entry) {
 	for _, e := range dir {
 		if e.Name == n.cfg.Name || !e.Addr.IsValid() || e.Addr.Port() == 0 {
 			continue
@@ -535,7 +721,7 @@ func (n *Node) merge(now time.Time, dir []wire.Entry) {
 		if e.Seen > now.Add(n.cfg.MaxClockSkew).UnixNano() {
 			continue // from the future: it would outlive its member
 		}
-		if ttl > 0 && now.UnixNano()-e.Seen > ttl {
+		if ttl := n.ttlOf(e.Name); ttl > 0 && now.UnixNano()-e.Seen > ttl {
 			continue // stale news of a member that may have left
 		}
 		m := n.dir[e.Name]
@@ -563,7 +749,28 @@ func (n *Node) merge(now time.Time, dir []wire.Entry) {
 		if e.Seen > m.seen || !m.trusted {
 			m.addr, m.seen, m.trusted = e.Addr, e.Seen, haveKey
 		}
+		if !haveKey && m.voucher == "" && !m.answered && n.vouch(now, from) {
+			n.retarget(e.Name, m, "vouched", func() { m.voucher = from })
+		}
 	}
+}
+
+// vouch says whether from, a member that relayed an entry we cannot
+// verify, may vouch for it: only a configured member may (the join of
+// 002 §3.2 goes through one), MaxVouches times per VouchWindow, so that
+// an insider among them costs at most that many failed passes.
+func (n *Node) vouch(now time.Time, from string) bool {
+	if !n.configured[from] {
+		return false
+	}
+	cut := now.Add(-VouchWindow).UnixNano()
+	vs := slices.DeleteFunc(n.vouches[from], func(t int64) bool { return t < cut })
+	if len(vs) >= MaxVouches {
+		n.vouches[from] = vs
+		return false
+	}
+	n.vouches[from] = append(vs, now.UnixNano())
+	return true
 }
 
 // signSelf signs this agent's own entry.
@@ -578,7 +785,7 @@ func (n *Node) directory(now time.Time, withCert bool) []wire.Entry {
 	// Our own entry is re-signed only when it would soon look stale to a
 	// member with a directory TTL, not per datagram: a signature costs
 	// ~28 µs on the pass's critical path.
-	if ttl := n.cfg.DirectoryTTL.Nanoseconds(); ttl > 0 && now.UnixNano()-n.self.Seen >= ttl/4 {
+	if now.UnixNano()-n.self.Seen >= n.gcPeriod().Nanoseconds() {
 		n.signSelf(now)
 	}
 	es := make([]wire.Entry, 0, len(n.dir)+1)
@@ -615,14 +822,21 @@ func (n *Node) Tick(now time.Time) {
 	if d, ok := n.pol.Deadline(); ok && n.polStarted && !now.Before(d) {
 		n.actions(now, n.pol.Tick(now))
 	}
-	if n.cfg.DirectoryTTL > 0 && !now.Before(n.gcAt) {
-		n.gcAt = now.Add(n.cfg.DirectoryTTL / 4)
-		for _, name := range n.Peers() {
-			if m := n.dir[name]; m.seen != 0 && now.UnixNano()-m.seen > n.cfg.DirectoryTTL.Nanoseconds() {
-				delete(n.dir, name)
-				n.dirChanged()
-				n.event(eventlog.Event{Kind: eventlog.PeerRemoved, Peer: name, Reason: "ttl"})
+	if !now.Before(n.gcAt) {
+		n.gcAt = now.Add(n.gcPeriod())
+		// Sorted only when something expires: at hundreds of members a
+		// sort per sweep is most of the sweep.
+		var gone []string
+		for name, m := range n.dir {
+			if ttl := n.ttlOf(name); ttl > 0 && m.seen != 0 && now.UnixNano()-m.seen > ttl {
+				gone = append(gone, name)
 			}
+		}
+		slices.Sort(gone)
+		for _, name := range gone {
+			delete(n.dir, name)
+			n.dirChanged()
+			n.event(eventlog.Event{Kind: eventlog.PeerRemoved, Peer: name, Reason: "ttl"})
 		}
 	}
 }
@@ -637,7 +851,7 @@ func (n *Node) Deadline() (time.Time, bool) {
 	if pok && (!ok || pd.Before(d)) {
 		d, ok = pd, true
 	}
-	if n.cfg.DirectoryTTL > 0 && (!ok || n.gcAt.Before(d)) {
+	if !ok || n.gcAt.Before(d) {
 		d, ok = n.gcAt, true
 	}
 	return d, ok
@@ -769,6 +983,9 @@ func (n *Node) effect(now time.Time, f passing.Effect) {
 		delete(n.replyTo, k)
 		n.forgetPresigned(k)
 		if f.Reason == "ack_timeout" {
+			if m := n.dir[f.Peer]; m != nil {
+				n.retarget(f.Peer, m, "unanswered", func() { m.missed++ })
+			}
 			n.actions(now, n.pol.PassFailed(now, f.Token, f.Peer))
 		}
 	case passing.TokenAcquired:

@@ -9,8 +9,8 @@ import (
 	"tokenbed/agent/wire"
 )
 
-// Peers is kept between calls (issue 13); it must still be the sorted
-// directory after every join, synchronisation and TTL expiry.
+// Peers is kept between calls; it must still be the sorted list of pass
+// targets after every join, synchronisation and TTL expiry.
 func TestPeersFollowTheDirectory(t *testing.T) {
 	p := newPair(t)
 	ttl := 2 * time.Second
@@ -25,17 +25,26 @@ func TestPeersFollowTheDirectory(t *testing.T) {
 	}
 	want("start", "Z")
 	now := p.now.Add(DefaultMaxClockSkew + time.Millisecond)
-	// A joins (heard directly), then relays C's entry, which C signed
-	// (synchronisation, unverified: C's key is not known yet).
+	// A joins: its Move alone does not make it a target, its Commit (an
+	// answer to our Ack) does. Then A, which is not configured, relays
+	// C's entry, which C signed (synchronisation, unverified: C's key is
+	// not known yet): C is a candidate, not a target.
 	tok := wire.TokenID{Gen: 42, Origin: "A"}
 	v.Receive(now, p.addrA, p.signed(wire.Datagram{Type: wire.Move, Token: tok, Session: 1, Nonce: 1, Cert: p.credA.Cert}, p.addrA, p.addrB))
 	v.Ready()
-	want("after A's first Move", "A", "Z")
+	want("after A's first Move", "Z")
+	v.Receive(now, p.addrA, p.signed(wire.Datagram{Type: wire.Commit, Token: tok, Session: 1, Nonce: 2}, p.addrA, p.addrB))
+	v.Ready()
+	want("after A's Commit", "A", "Z")
 	c := wire.Entry{Name: "C", Addr: addrC, Seen: now.UnixNano()}
 	c.Sign(credC.Key)
-	v.Receive(now, p.addrA, p.signed(wire.Datagram{Type: wire.Move, Token: tok, Session: 2, Nonce: 2, Dir: []wire.Entry{c}}, p.addrA, p.addrB))
+	tok2 := wire.TokenID{Gen: 43, Origin: "A"} // B holds tok now
+	v.Receive(now, p.addrA, p.signed(wire.Datagram{Type: wire.Move, Token: tok2, Session: 1, Nonce: 3, Dir: []wire.Entry{c}}, p.addrA, p.addrB))
 	v.Ready()
-	want("after A relayed C", "A", "C", "Z")
+	want("after A relayed C", "A", "Z")
+	if v.dir["C"] == nil {
+		t.Fatal("C's entry was not kept as a candidate")
+	}
 	// Neither A nor C is heard of again: both expire; Z, given at start,
 	// stays.
 	for end := now.Add(3 * ttl); now.Before(end); now = now.Add(100 * time.Millisecond) {

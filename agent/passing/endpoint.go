@@ -183,6 +183,11 @@ func (e *Endpoint) Passing(t wire.TokenID) bool {
 	return false
 }
 
+// Knows reports whether this agent has soft state for t: it has held,
+// passed or been offered t before. A Move for a token it does not know
+// introduces a new token (a join or a regeneration, 002 §3.2).
+func (e *Endpoint) Knows(t wire.TokenID) bool { return e.soft[t] != nil }
+
 func (e *Endpoint) softOf(t wire.TokenID) *soft {
 	s := e.soft[t]
 	if s == nil {
