@@ -168,88 +168,109 @@ func (p *peerFlags) Set(s string) error {
 	return nil
 }
 
-func cmdRun(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("agent run", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	cfgPath := fs.String("config", "", "configuration file (YAML)")
-	name := fs.String("name", "", "member name (overrides the file)")
-	listen := fs.String("listen", "", "UDP address IP:PORT to bind and sign as")
-	caCert := fs.String("ca", "", "CA certificate file")
-	creds := fs.String("credentials", "", "directory with NAME.crt and NAME.key")
-	logPath := fs.String("log", "", "event log file, - for standard output")
-	rtPrio := fs.Int("rt-priority", 0, "run every thread SCHED_FIFO at this priority (1-99; 0: normal scheduling)")
-	seed := fs.Uint64("seed", 0, "random seed (0: pick one and log it)")
-	scale := fs.Float64("time-scale", 0, "divide every duration by this factor (compressed time)")
-	netScale := fs.Float64("network-time-scale", 0, "divide the passing timeouts by this factor instead (default: time-scale)")
-	var peers peerFlags
-	fs.Var(&peers, "peer", "a member NAME=IP:PORT (repeatable; added to the file's)")
-	join := fs.String("join", "", "join through this peer (002 §3.2)")
-	generate := fs.Bool("generate", false, "generate a token at start")
-	skew := fs.Duration("max-clock-skew", 0, fmt.Sprintf("bound on the difference between members' wall clocks, real time even when compressed (default %v)", node.DefaultMaxClockSkew))
-	dropRate := fs.Float64("drop-rate", 0, "TESTING: drop outgoing datagrams with this probability (seeded)")
-	fault := fs.String("fault", "", "TESTING: break the protocol on purpose: skip_ack_check or acquire_on_move")
-	if code, stop := cli.Parse(fs, args, stdout); stop {
-		return code
-	}
-	var c *config.Config
-	if *cfgPath != "" {
-		var err error
-		if c, err = config.Load(*cfgPath); err != nil {
-			fmt.Fprintln(stderr, "agent:", err)
-			return exitUsage
-		}
-	} else {
-		c = &config.Config{}
-	}
-	// Flags override the file; an error about a value a flag gave names
-	// the flag, not a line of the file.
+// runFlags are the flags of `agent run`; each given one overrides the
+// configuration file.
+type runFlags struct {
+	cfgPath, name, listen, caCert, creds, logPath, join, fault *string
+	rtPrio                                                     *int
+	seed                                                       *uint64
+	scale, netScale, dropRate                                  *float64
+	peers                                                      peerFlags
+	generate                                                   *bool
+	skew                                                       *time.Duration
+}
+
+func defineRunFlags(fs *flag.FlagSet) *runFlags {
+	f := &runFlags{}
+	f.cfgPath = fs.String("config", "", "configuration file (YAML)")
+	f.name = fs.String("name", "", "member name (overrides the file)")
+	f.listen = fs.String("listen", "", "UDP address IP:PORT to bind and sign as")
+	f.caCert = fs.String("ca", "", "CA certificate file")
+	f.creds = fs.String("credentials", "", "directory with NAME.crt and NAME.key")
+	f.logPath = fs.String("log", "", "event log file, - for standard output")
+	f.rtPrio = fs.Int("rt-priority", 0, "run every thread SCHED_FIFO at this priority (1-99; 0: normal scheduling)")
+	f.seed = fs.Uint64("seed", 0, "random seed (0: pick one and log it)")
+	f.scale = fs.Float64("time-scale", 0, "divide every duration by this factor (compressed time)")
+	f.netScale = fs.Float64("network-time-scale", 0, "divide the passing timeouts by this factor instead (default: time-scale)")
+	fs.Var(&f.peers, "peer", "a member NAME=IP:PORT (repeatable; added to the file's)")
+	f.join = fs.String("join", "", "join through this peer (002 §3.2)")
+	f.generate = fs.Bool("generate", false, "generate a token at start")
+	f.skew = fs.Duration("max-clock-skew", 0, fmt.Sprintf("bound on the difference between members' wall clocks, real time even when compressed (default %v)", node.DefaultMaxClockSkew))
+	f.dropRate = fs.Float64("drop-rate", 0, "TESTING: drop outgoing datagrams with this probability (seeded)")
+	f.fault = fs.String("fault", "", "TESTING: break the protocol on purpose: skip_ack_check or acquire_on_move")
+	return f
+}
+
+// override sets in c the values the flags gave. An error about a value a
+// flag gave then names the flag, not a line of the file.
+func (f *runFlags) override(c *config.Config) {
 	set := func(dst *string, v, path, flag string) {
 		if v != "" {
 			*dst = v
 			c.SetByFlag(path, flag)
 		}
 	}
-	set(&c.Name, *name, "$.name", "name")
-	set(&c.Listen, *listen, "$.listen", "listen")
-	set(&c.CA, *caCert, "$.ca", "ca")
-	set(&c.Credentials, *creds, "$.credentials", "credentials")
-	set(&c.Log, *logPath, "$.log", "log")
-	set(&c.Join, *join, "$.join", "join")
-	if *seed != 0 {
-		c.Seed = *seed
+	set(&c.Name, *f.name, "$.name", "name")
+	set(&c.Listen, *f.listen, "$.listen", "listen")
+	set(&c.CA, *f.caCert, "$.ca", "ca")
+	set(&c.Credentials, *f.creds, "$.credentials", "credentials")
+	set(&c.Log, *f.logPath, "$.log", "log")
+	set(&c.Join, *f.join, "$.join", "join")
+	if *f.seed != 0 {
+		c.Seed = *f.seed
 	}
-	if *scale != 0 {
-		c.TimeScale = *scale
+	if *f.scale != 0 {
+		c.TimeScale = *f.scale
 		c.SetByFlag("$.time_scale", "time-scale")
 	}
-	if *netScale != 0 {
-		c.NetworkTimeScale = *netScale
+	if *f.netScale != 0 {
+		c.NetworkTimeScale = *f.netScale
 		c.SetByFlag("$.network_time_scale", "network-time-scale")
 	}
-	if *generate {
+	if *f.generate {
 		c.Generate = true
 	}
-	set(&c.Fault, *fault, "$.fault", "fault")
-	if *skew != 0 {
-		c.MaxClockSkew = *skew
+	set(&c.Fault, *f.fault, "$.fault", "fault")
+	if *f.skew != 0 {
+		c.MaxClockSkew = *f.skew
 		c.SetByFlag("$.max_clock_skew", "max-clock-skew")
 	}
-	for _, p := range peers {
+	for _, p := range f.peers {
 		c.SetByFlag(fmt.Sprintf("$.peers[%d]", len(c.Peers)), "peer")
 		c.Peers = append(c.Peers, p)
 	}
+}
+
+func cmdRun(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("agent run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	f := defineRunFlags(fs)
+	if code, stop := cli.Parse(fs, args, stdout); stop {
+		return code
+	}
+	var c *config.Config
+	if *f.cfgPath != "" {
+		var err error
+		if c, err = config.Load(*f.cfgPath); err != nil {
+			fmt.Fprintln(stderr, "agent:", err)
+			return exitUsage
+		}
+	} else {
+		c = &config.Config{}
+	}
+	f.override(c)
 	r, err := c.Validate()
 	if err != nil {
 		fmt.Fprintln(stderr, "agent: configuration:")
 		fmt.Fprintln(stderr, err)
 		return exitUsage
 	}
-	if *dropRate < 0 || *dropRate >= 1 {
+	if *f.dropRate < 0 || *f.dropRate >= 1 {
 		fmt.Fprintln(stderr, "agent: --drop-rate: must be in [0, 1)")
 		return exitUsage
 	}
-	if *dropRate == 0 {
-		*dropRate = r.DropRate
+	if *f.dropRate == 0 {
+		*f.dropRate = r.DropRate
 	}
 	cred, err := ca.LoadMember(r.Credentials, r.Name, r.CA)
 	if err != nil {
@@ -280,14 +301,14 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 
 	n, err := r.Node(cred, nil, time.Now()) // a process of its own: it verifies what it loads
 	if err != nil {
-		fmt.Fprintf(stderr, "agent: %s: %v\n", *cfgPath, err)
+		fmt.Fprintf(stderr, "agent: %s: %v\n", *f.cfgPath, err)
 		return exitUsage
 	}
-	if *rtPrio != 0 {
-		if err := realtime(*rtPrio); err != nil {
+	if *f.rtPrio != 0 {
+		if err := realtime(*f.rtPrio); err != nil {
 			// Not fatal: the agent is correct at any priority; only its
 			// latency under CPU contention suffers.
-			fmt.Fprintf(stderr, "agent: --rt-priority %d not granted, running at normal priority: %v\n", *rtPrio, err)
+			fmt.Fprintf(stderr, "agent: --rt-priority %d not granted, running at normal priority: %v\n", *f.rtPrio, err)
 		}
 	}
 	udp, err := driver.ListenUDP(r.Listen)
@@ -296,13 +317,13 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		return exitRuntime
 	}
 	var tr driver.Transport = udp
-	if *dropRate > 0 {
-		tr = driver.NewLossy(udp, *dropRate, r.Seed)
+	if *f.dropRate > 0 {
+		tr = driver.NewLossy(udp, *f.dropRate, r.Seed)
 	}
 	if c.Fault != "" {
 		fmt.Fprintf(stderr, "agent: WARNING: running with fault %s: this agent breaks the protocol on purpose\n", c.Fault)
 	}
-	if err := log.Write(r.Started(c.Fault, *dropRate)); err != nil {
+	if err := log.Write(r.Started(c.Fault, *f.dropRate)); err != nil {
 		fmt.Fprintln(stderr, "agent: log:", err)
 		return exitRuntime
 	}

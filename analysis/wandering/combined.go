@@ -120,15 +120,42 @@ func Combined(simDir string, realDirs []string) (string, error) {
 	if len(realDirs) == 0 {
 		return "", fmt.Errorf("combined report: no real run directory given")
 	}
-	var reals []*RealRun
+	c := &combined{}
 	for _, d := range realDirs {
 		r, err := LoadReal(d)
 		if err != nil {
 			return "", err
 		}
-		reals = append(reals, r)
+		c.reals = append(c.reals, r)
 	}
-	slices.SortStableFunc(reals, func(a, b *RealRun) int { return a.N - b.N })
+	slices.SortStableFunc(c.reals, func(a, b *RealRun) int { return a.N - b.N })
+	var err error
+	if c.sims, err = loadTwins(simDir, c.reals); err != nil {
+		return "", err
+	}
+	c.runTable()
+	c.shares()
+	pc := c.intervals()
+	plots := filepath.Join(simDir, "plots")
+	if err := os.MkdirAll(plots, 0o755); err != nil {
+		return "", err
+	}
+	pc.Legend.Top, pc.Legend.Left = false, false
+	// After the lines (Add widens the axes): the body of the curves, not
+	// the stalls' tail.
+	pc.X.Min, pc.X.Max = 0, 6000
+	if err := pc.Save(8*vg.Inch, 5*vg.Inch, filepath.Join(plots, "combined_interarrival_cdf.png")); err != nil {
+		return "", err
+	}
+	c.w("![combined_interarrival_cdf.png](plots/combined_interarrival_cdf.png)\n\n")
+	c.w(combinedNotes)
+	path := filepath.Join(simDir, "combined.md")
+	return path, os.WriteFile(path, []byte(c.b.String()), 0o644)
+}
+
+// loadTwins loads, for every real run, the simulated runs of simDir at
+// its N that exist: its twin and 003 Fig. 3's run.
+func loadTwins(simDir string, reals []*RealRun) (map[string]*Run, error) {
 	sims := map[string]*Run{}
 	for _, r := range reals {
 		for _, name := range []string{twin(r.N), fmt.Sprintf("f3-wandering-n%d", r.N)} {
@@ -140,25 +167,45 @@ func Combined(simDir string, realDirs []string) (string, error) {
 			}
 			s, err := Load(filepath.Join(simDir, name))
 			if err != nil {
-				return "", err
+				return nil, err
 			}
 			sims[name] = s
 		}
 	}
-	var b strings.Builder
-	w := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
+	return sims, nil
+}
+
+// combined is combined.md being written: one method per section, each
+// over every real run.
+type combined struct {
+	b     strings.Builder
+	reals []*RealRun      // sorted by N
+	sims  map[string]*Run // the simulated runs loadTwins found, by scenario
+}
+
+func (c *combined) w(format string, a ...any) { fmt.Fprintf(&c.b, format, a...) }
+
+// runTable is the head: what each real run was, beside its simulated twin.
+func (c *combined) runTable() {
+	w := c.w
 	w("# The Wandering Token: paper | simulator | real agents (seed 003)\n\n")
 	w("Written by `analysis/wandering` (`studies/wandering -real DIR,...`, `make wandering-compare`) from finished real runs (`make wandering-real`: `experiments/wandering-real-N.yaml`, agent processes in network namespaces, the protected operation a download from the shared resource server) and the simulated runs in this directory. The simulated twin `r-wandering-nN` has the real run's parameters, length and seed: 003's Table 1 (N_max 300, Δop 4 s, Δskip 0.1 s), 10^5 s, one loss at 50,000 s (the real holder restarts 100 s after its crash, the simulated one at once). `f3-wandering-nN` is 003 Fig. 3's run at the same N (a loss every 10^4 s), where it exists.\n\n")
 	w("| real run | experiment | N | time scale | paper s | status | operations | restarts | sim twin | sim operations |\n|---|---|---|---|---|---|---|---|---|---|\n")
-	for _, r := range reals {
+	for _, r := range c.reals {
 		tw, ops := "not run", ""
-		if s := sims[twin(r.N)]; s != nil {
+		if s := c.sims[twin(r.N)]; s != nil {
 			tw, ops = fmt.Sprintf("%s (seed %d)", s.Scenario, s.Seed), fmt.Sprint(len(s.Ops))
 		}
 		w("| %s | %s | %d | %g | %.0f | %s | %d | %d | %s | %s |\n", r.Dir, r.Info.Experiment, r.N, r.Info.TimeScale, r.Info.PaperSeconds, r.Info.Status, r.Ops, r.Crashes, tw, ops)
 	}
 	w("\n")
+}
 
+// shares is 003 Figs. 2 and 3 per real run: the share of time with 0, 1,
+// 2, >2 operations at once, seen three ways (agents in wall and paper
+// time, the resource server), beside the simulations at the same N.
+func (c *combined) shares() {
+	w := c.w
 	w("## 003 Figs. 2 and 3: share of time with 0, 1, 2, >2 operations at once\n\n")
 	w("Real runs three ways (analysis/resource): the agents' `op_started`/`op_finished` in wall time (which is the policies' time divided by the time scale); the same weighted in paper time (holds stretched by the scale, passes at real speed: harness/results.PaperClock); the resource server's own connect/disconnect log in wall time. The agents' and the server's views must agree within %.0f points (resource.Tolerance: the same operations seen from two processes). Sim against real: ±5 points per level is the stated tolerance (marked ✓/✗ on the paper-weighted row, the one on the simulator's clock); the paper's figures are 003 §3's text for N = 300 (idle < 10%%, two at once 5%%, more 0.3%%) and \"does not exceed 10%%\" for ≥ 2 from 70%% to 120%% of N_max.\n\n", 100*resource.Tolerance)
 	shareRow := func(s [4]float64) string {
@@ -170,7 +217,7 @@ func Combined(simDir string, realDirs []string) (string, error) {
 		}
 		return
 	}
-	for _, r := range reals {
+	for _, r := range c.reals {
 		w("### N = %d (%.0f%% of N_max = 300)\n\n", r.N, 100*float64(r.N)/300)
 		w("| source | idle | 1 | 2 | >2 | ≥2 |\n|---|---|---|---|---|---|\n")
 		if r.N == 300 {
@@ -182,7 +229,7 @@ func Combined(simDir string, realDirs []string) (string, error) {
 		}
 		var twinShares *[4]float64
 		for _, name := range []string{twin(r.N), fmt.Sprintf("f3-wandering-n%d", r.N)} {
-			if s := sims[name]; s != nil {
+			if s := c.sims[name]; s != nil {
 				sh := simShares(s)
 				if name == twin(r.N) {
 					twinShares = &sh
@@ -207,7 +254,7 @@ func Combined(simDir string, realDirs []string) (string, error) {
 		if r.Resource.Diff > resource.Tolerance {
 			agree = "DISAGREE"
 		}
-		if s := sims[twin(r.N)]; s != nil {
+		if s := c.sims[twin(r.N)]; s != nil {
 			q, at, _ := quiet(s.Ops)
 			w("\nLongest stretch without any operation: sim twin %.0f s (at %.0f s); real %.0f s of the agents' time (at %.0f s from the first operation; the real operations span %.0f s of the agents' time, the harness's paper clock %.0f s).\n", q, at, r.Quiet, r.QuietAt, r.SpanS, r.Info.PaperSeconds)
 		}
@@ -215,7 +262,13 @@ func Combined(simDir string, realDirs []string) (string, error) {
 			100*r.Resource.Diff, r.Resource.DiffLevel, agree, r.Resource.Ops, r.Resource.Conns, r.Resource.Matched,
 			float64(r.Resource.ConnectLagNS[0])/1e6, float64(r.Resource.ConnectLagNS[1])/1e6)
 	}
+}
 
+// intervals is 003 Fig. 4: the intervals between an agent's successive
+// operations, real against simulated, as a table; it returns their CDF
+// plot, which Combined saves.
+func (c *combined) intervals() *plot.Plot {
+	w := c.w
 	w("## 003 Fig. 4: intervals between successive operations of an agent\n\n")
 	w("Paper (§3): 80%% below 1200 s at N = 300, more than 50%% above N_max; nothing at 50%%. Real intervals are measured in the agents' own (policy) time, wall × time scale. Sim against real: the share below 1200 s within ±5 points is the stated tolerance.\n\n")
 	w("| N | source | intervals | below 1200 s | median s | mean s |\n|---|---|---|---|---|---|\n")
@@ -236,7 +289,7 @@ func Combined(simDir string, realDirs []string) (string, error) {
 		}
 		line++
 	}
-	for _, r := range reals {
+	for _, r := range c.reals {
 		switch {
 		case r.N == 300:
 			w("| 300 | paper | | 80%% | | |\n")
@@ -245,7 +298,7 @@ func Combined(simDir string, realDirs []string) (string, error) {
 		}
 		var twinBelow = math.NaN()
 		for _, name := range []string{twin(r.N), fmt.Sprintf("f3-wandering-n%d", r.N)} {
-			if s := sims[name]; s != nil {
+			if s := c.sims[name]; s != nil {
 				ia := s.InterArrivals()
 				if name == twin(r.N) {
 					twinBelow = frac(ia, 1200)
@@ -266,21 +319,7 @@ func Combined(simDir string, realDirs []string) (string, error) {
 		cdf(fmt.Sprintf("real N=%d", r.N), r.Intervals, true)
 	}
 	w("\n")
-	plots := filepath.Join(simDir, "plots")
-	if err := os.MkdirAll(plots, 0o755); err != nil {
-		return "", err
-	}
-	pc.Legend.Top, pc.Legend.Left = false, false
-	// After the lines (Add widens the axes): the body of the curves, not
-	// the stalls' tail.
-	pc.X.Min, pc.X.Max = 0, 6000
-	if err := pc.Save(8*vg.Inch, 5*vg.Inch, filepath.Join(plots, "combined_interarrival_cdf.png")); err != nil {
-		return "", err
-	}
-	w("![combined_interarrival_cdf.png](plots/combined_interarrival_cdf.png)\n\n")
-	w(combinedNotes)
-	path := filepath.Join(simDir, "combined.md")
-	return path, os.WriteFile(path, []byte(b.String()), 0o644)
+	return pc
 }
 
 // quiet returns the longest stretch of time without any of ops running,

@@ -44,26 +44,74 @@ var (
 func Report(dir string) (string, error) {
 	ms, _ := filepath.Glob(filepath.Join(dir, "*", ManifestFile))
 	sort.Strings(ms)
-	runs := map[string]*Run{}
-	var names []string
+	rp := &report{runs: map[string]*Run{}, plots: filepath.Join(dir, "plots")}
 	loaded, err := loadAll(ms)
 	if err != nil {
 		return "", err
 	}
 	for _, r := range loaded {
-		runs[r.Scenario] = r
-		names = append(names, r.Scenario)
+		rp.runs[r.Scenario] = r
+		rp.names = append(rp.names, r.Scenario)
 	}
-	if len(runs) == 0 {
+	if len(rp.runs) == 0 {
 		return "", fmt.Errorf("%s: no runs (no */%s)", dir, ManifestFile)
 	}
-	var b strings.Builder
-	w := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
+	rp.runTable()
+	if err := os.MkdirAll(rp.plots, 0o755); err != nil {
+		return "", err
+	}
+	rp.concurrency("004 Table 1: random access (baseline, period Δmin + U[0, Δmin/2])", "t1-baseline-n300", "t1-baseline-n150", paperT1N300, paperT1N150,
+		func(p, o, _ float64) bool { return within(p, o) }, func(n int) float64 { return float64(n) * 4 / 750 })
+	rp.concurrency("004 Table 3: Wandering Token (wandering-004)", "t3-w004-n300", "t3-w004-n150", paperT3N300, paperT3N150,
+		func(p, o, _ float64) bool { return within(p, o) }, nil)
+	rp.table4()
+	rp.table5()
+	rp.fig2()
+	rp.fig3and4()
+	rp.fig5()
+	rp.w(notes)
+	path := filepath.Join(dir, "report.md")
+	if err := os.WriteFile(path, []byte(rp.b.String()), 0o644); err != nil {
+		return "", err
+	}
+	if len(rp.perr) > 0 {
+		return path, fmt.Errorf("plots: %v", rp.perr)
+	}
+	return path, nil
+}
+
+// report is report.md being written: one method per table or figure of
+// the papers, each skipped when its runs are absent (a partial `make
+// wandering` still reports what it ran).
+type report struct {
+	b     strings.Builder
+	runs  map[string]*Run // by scenario name
+	names []string        // scenario names, in the manifests' order
+	plots string          // the plots directory
+	perr  []error         // plots that could not be saved
+}
+
+func (rp *report) w(format string, a ...any) { fmt.Fprintf(&rp.b, format, a...) }
+
+// save writes p into the plots directory and links it from the report;
+// a plot that cannot be saved is reported at the end, not fatal.
+func (rp *report) save(p *plot.Plot, name string) {
+	if err := p.Save(8*vg.Inch, 5*vg.Inch, filepath.Join(rp.plots, name)); err != nil {
+		rp.perr = append(rp.perr, err)
+		return
+	}
+	rp.w("![%s](plots/%s)\n\n", name, name)
+}
+
+// runTable is the report's head: what was simulated, beside what the
+// paper ran, so that a shortened run is visible before its figures.
+func (rp *report) runTable() {
+	w := rp.w
 	w("# The Wandering Token on the simulator (seeds 003 and 004)\n\n")
 	w("Written by `analysis/wandering` from the runs below (`studies/wandering`, `make wandering`). Every figure is measured from the agents' `op_started`/`op_finished` events and token events; tolerances are stated per table and a row outside them is marked ✗, with the reason in the notes.\n\n")
 	w("| run | role | N | paper s simulated | the paper ran | seed | losses injected | datagrams | wall s |\n|---|---|---|---|---|---|---|---|---|\n")
-	for _, n := range names {
-		r := runs[n]
+	for _, n := range rp.names {
+		r := rp.runs[n]
 		ran := fmt.Sprintf("%.0f", r.SpanS)
 		if r.CutShort {
 			ran += " (cut short by the wall limit)"
@@ -71,79 +119,72 @@ func Report(dir string) (string, error) {
 		w("| %s | %s %s | %d | %s | %s | %d | %d | %d | %.0f |\n", n, r.Role, r.Section, r.N, ran, paperLength(n), r.Seed, len(r.Losses), r.Datagrams, r.WallS)
 	}
 	w("\n")
-	plots := filepath.Join(dir, "plots")
-	if err := os.MkdirAll(plots, 0o755); err != nil {
-		return "", err
-	}
-	var perr []error
-	save := func(p *plot.Plot, name string) {
-		if err := p.Save(8*vg.Inch, 5*vg.Inch, filepath.Join(plots, name)); err != nil {
-			perr = append(perr, err)
-			return
-		}
-		w("![%s](plots/%s)\n\n", name, name)
-	}
+}
 
-	// 004 Table 1 and Table 3: concurrency, per 10^6 time units.
-	conc := func(title, r300, r150 string, p300, p150 []float64, tol func(paper, ours, poisson float64) bool, lambda func(n int) float64) {
-		a, c := runs[r300], runs[r150]
-		if a == nil && c == nil {
-			return
-		}
-		w("## %s\n\n", title)
-		w("Time units (per 10^6) with k operations running at once. Poisson: the expectation if each of N agents ran A independently with probability Δop/period (N·Δop/750 for 004's mean period of 750).\n\n")
-		w("| k | paper N=300 | sim N=300 | Poisson N=300 | | paper N=150 | sim N=150 | Poisson N=150 | |\n|---|---|---|---|---|---|---|---|---|\n")
-		get := func(r *Run, k int) (float64, bool) {
-			if r == nil {
-				return math.NaN(), false
-			}
-			c := r.Concurrency()
-			if k >= len(c) {
-				return 0, true
-			}
-			return c[k] * 1e6 / r.SpanS, true
-		}
-		for k := 1; k <= max(len(p300), len(p150)); k++ {
-			row := []string{fmt.Sprint(k)}
-			for _, x := range []struct {
-				r *Run
-				p []float64
-				n int
-			}{{a, p300, 300}, {c, p150, 150}} {
-				pv := math.NaN()
-				if k-1 < len(x.p) {
-					pv = x.p[k-1]
-				}
-				ov, ok := get(x.r, k)
-				po := math.NaN()
-				if lambda != nil {
-					l := lambda(x.n)
-					po = 1e6 * math.Exp(-l) * math.Pow(l, float64(k)) / math.Gamma(float64(k)+1)
-				}
-				mark := ""
-				if ok && !math.IsNaN(pv) {
-					mark = "✓"
-					if !tol(pv, ov, po) {
-						mark = "✗"
-					}
-				}
-				row = append(row, num(pv), num(ov), num(po), mark)
-			}
-			w("| %s |\n", strings.Join(row, " | "))
-		}
-		w("\n")
-	}
-	within := func(paper, ours float64) bool {
-		// Relative 25%, or the counting noise of a rare row (3√paper + 10).
-		return math.Abs(ours-paper) <= max(0.25*paper, 3*math.Sqrt(paper)+10)
-	}
-	conc("004 Table 1: random access (baseline, period Δmin + U[0, Δmin/2])", "t1-baseline-n300", "t1-baseline-n150", paperT1N300, paperT1N150,
-		func(p, o, _ float64) bool { return within(p, o) }, func(n int) float64 { return float64(n) * 4 / 750 })
-	conc("004 Table 3: Wandering Token (wandering-004)", "t3-w004-n300", "t3-w004-n150", paperT3N300, paperT3N150,
-		func(p, o, _ float64) bool { return within(p, o) }, nil)
+// within is the tolerance of 004's count tables: relative 25%, or the
+// counting noise of a rare row (3√paper + 10).
+func within(paper, ours float64) bool {
+	return math.Abs(ours-paper) <= max(0.25*paper, 3*math.Sqrt(paper)+10)
+}
 
-	// 004 Table 4: inter-arrival bins.
-	if a, c := runs["t3-w004-n300"], runs["t3-w004-n150"]; a != nil || c != nil {
+// concurrency is 004 Table 1 or Table 3: time units (per 10^6) with k
+// operations running at once, for N = 300 and N = 150, beside the paper's
+// row and, with lambda, the Poisson expectation; tol marks a row.
+func (rp *report) concurrency(title, r300, r150 string, p300, p150 []float64, tol func(paper, ours, poisson float64) bool, lambda func(n int) float64) {
+	w := rp.w
+	a, c := rp.runs[r300], rp.runs[r150]
+	if a == nil && c == nil {
+		return
+	}
+	w("## %s\n\n", title)
+	w("Time units (per 10^6) with k operations running at once. Poisson: the expectation if each of N agents ran A independently with probability Δop/period (N·Δop/750 for 004's mean period of 750).\n\n")
+	w("| k | paper N=300 | sim N=300 | Poisson N=300 | | paper N=150 | sim N=150 | Poisson N=150 | |\n|---|---|---|---|---|---|---|---|---|\n")
+	get := func(r *Run, k int) (float64, bool) {
+		if r == nil {
+			return math.NaN(), false
+		}
+		c := r.Concurrency()
+		if k >= len(c) {
+			return 0, true
+		}
+		return c[k] * 1e6 / r.SpanS, true
+	}
+	for k := 1; k <= max(len(p300), len(p150)); k++ {
+		row := []string{fmt.Sprint(k)}
+		for _, x := range []struct {
+			r *Run
+			p []float64
+			n int
+		}{{a, p300, 300}, {c, p150, 150}} {
+			pv := math.NaN()
+			if k-1 < len(x.p) {
+				pv = x.p[k-1]
+			}
+			ov, ok := get(x.r, k)
+			po := math.NaN()
+			if lambda != nil {
+				l := lambda(x.n)
+				po = 1e6 * math.Exp(-l) * math.Pow(l, float64(k)) / math.Gamma(float64(k)+1)
+			}
+			mark := ""
+			if ok && !math.IsNaN(pv) {
+				mark = "✓"
+				if !tol(pv, ov, po) {
+					mark = "✗"
+				}
+			}
+			row = append(row, num(pv), num(ov), num(po), mark)
+		}
+		w("| %s |\n", strings.Join(row, " | "))
+	}
+	w("\n")
+}
+
+// table4 is 004 Table 4: intervals between successive operations of an
+// agent, in 500-wide bins, per 10^6 time units.
+func (rp *report) table4() {
+	w := rp.w
+	if a, c := rp.runs["t3-w004-n300"], rp.runs["t3-w004-n150"]; a != nil || c != nil {
 		w("## 004 Table 4: intervals between successive operations of an agent (wandering-004)\n\n")
 		w("Counts per 10^6 time units; the paper's row label read as the lower bound of a 500-wide bin (see notes). Tolerance as Table 3.\n\n")
 		w("| bin | paper N=300 | sim N=300 | | paper N=150 | sim N=150 | |\n|---|---|---|---|---|---|---|\n")
@@ -182,10 +223,14 @@ func Report(dir string) (string, error) {
 		}
 		w("\n")
 	}
+}
 
-	// 004 Table 5: stabilization, under both readings of the removal rule
-	// (§5's precedence: t5-*; Fig. 2 as printed: t5fig2-*).
-	t5 := []*Run{runs["t5-w004-n300"], runs["t5fig2-w004-n300"], runs["t5-w004-n150"], runs["t5fig2-w004-n150"]}
+// table5 is 004 Table 5: stabilization after a token loss, under both
+// readings of the removal rule (§5's precedence: t5-*; Fig. 2 as
+// printed: t5fig2-*).
+func (rp *report) table5() {
+	w := rp.w
+	t5 := []*Run{rp.runs["t5-w004-n300"], rp.runs["t5fig2-w004-n300"], rp.runs["t5-w004-n150"], rp.runs["t5fig2-w004-n150"]}
 	if slices.ContainsFunc(t5, func(r *Run) bool { return r != nil }) {
 		w("## 004 Table 5: stabilization after a token loss (wandering-004)\n\n")
 		w("A loss is injected once the system has been stable for 10^4 time units; the duration runs from the loss to the moment it is stable again for good (until the next loss): never without a token, and more than one only in spikes shorter than Δmin = 600 (spurious tokens are made and removed all the time in stable operation; most last one pass). Bins of 5000 up to the row's label (the first row: all below 10000). Counts as measured (the paper: 100 transients per N); no tolerance is claimed for a distribution this dispersed (the paper's own word), the medians are compared. Two readings of 004's removal rule, the same seeds: §5 (a token is discarded within Δmin of A when lasttoken precedes it; the default) and Fig. 2 as printed (any token other than lasttoken; `removal: any`).\n\n")
@@ -235,10 +280,14 @@ func Report(dir string) (string, error) {
 		}
 		w("| transients measured (unsettled) | 100 | %s | %s | 100 | %s | %s |\n\n", cnt(0), cnt(1), cnt(2), cnt(3))
 	}
+}
 
-	// 003 Fig. 2 and Fig. 3: shares of time idle, 1, 2, >2.
+// fig2 is 003 Fig. 2: shares of time idle, with 1, 2 and more than 2
+// operations, baseline against the Wandering Token, N = 300.
+func (rp *report) fig2() {
+	w := rp.w
 	shares := simShares
-	if bl, wt := runs["f2-baseline-n300"], runs["f3-wandering-n300"]; bl != nil || wt != nil {
+	if bl, wt := rp.runs["f2-baseline-n300"], rp.runs["f3-wandering-n300"]; bl != nil || wt != nil {
 		w("## 003 Fig. 2: share of time with 0, 1, 2, >2 operations, N = 300\n\n")
 		w("Paper figures from §3's text (the plot itself is not in the seed). Tolerance: ±5 percentage points, ±1 for the >2 column of the Wandering Token.\n\n")
 		w("| | idle | 1 | 2 | >2 |\n|---|---|---|---|---|\n")
@@ -278,12 +327,20 @@ func Report(dir string) (string, error) {
 			p.Legend.Add([]string{"baseline", "wandering token"}[i], bars)
 		}
 		p.Legend.Top = true // clear of the >2 bars
-		save(p, "fig2_concurrency.png")
+		rp.save(p, "fig2_concurrency.png")
 	}
+}
+
+// fig3and4 is 003 Fig. 3 (shares by N, 70% to 120% of N_max) and Fig. 4
+// (the intervals between an agent's operations): one table and two plots
+// from the same runs.
+func (rp *report) fig3and4() {
+	w := rp.w
+	shares := simShares
 	var f3 []*Run
-	for _, n := range names {
+	for _, n := range rp.names {
 		if strings.HasPrefix(n, "f3-wandering-") {
-			f3 = append(f3, runs[n])
+			f3 = append(f3, rp.runs[n])
 		}
 	}
 	slices.SortFunc(f3, func(a, b *Run) int { return a.N - b.N })
@@ -333,7 +390,7 @@ func Report(dir string) (string, error) {
 		}
 		w("\n")
 		pc.Legend.Top, pc.Legend.Left = false, false
-		save(pc, "fig4_interarrival_cdf.png")
+		rp.save(pc, "fig4_interarrival_cdf.png")
 		p := plot.New()
 		p.Title.Text = "003 Fig. 3: share of time with k concurrent operations (sim)"
 		p.X.Label.Text = "N"
@@ -351,9 +408,15 @@ func Report(dir string) (string, error) {
 		}
 		p.Y.Max = 1.15 // room for the legend above the lines
 		p.Legend.Top = true
-		save(p, "fig3_concurrency_by_n.png")
+		rp.save(p, "fig3_concurrency_by_n.png")
 	}
-	if r := runs["f3-wandering-n300"]; r != nil {
+}
+
+// fig5 is 003 Fig. 5: the tokens in the system over time, N = 300, with
+// the losses injected.
+func (rp *report) fig5() {
+	w := rp.w
+	if r := rp.runs["f3-wandering-n300"]; r != nil {
 		w("## 003 Fig. 5: tokens over time, N = 300, a loss every 10^4 s\n\n")
 		w("Paper (§3): spurious tokens show as narrow spikes and \"never exceed the number of two\"; after a loss the regeneration latency \"may be relevant\".\n\n")
 		p := plot.New()
@@ -370,22 +433,13 @@ func Report(dir string) (string, error) {
 		if l, err := plotter.NewLine(pts); err == nil {
 			p.Add(l)
 		}
-		save(p, "fig5_tokens.png")
+		rp.save(p, "fig5_tokens.png")
 		var lines []string
 		for _, l := range r.Losses {
 			lines = append(lines, fmt.Sprintf("%.0f (%s)", l.AtS, l.Agent))
 		}
 		w("Losses injected at (s): %s.\n\n", strings.Join(lines, ", "))
 	}
-	w(notes)
-	path := filepath.Join(dir, "report.md")
-	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
-		return "", err
-	}
-	if len(perr) > 0 {
-		return path, fmt.Errorf("plots: %v", perr)
-	}
-	return path, nil
 }
 
 // loadAll loads the runs of the manifests ms, one per CPU at a time (each

@@ -65,4 +65,12 @@
 // error on one interface (for instance its namespace was deleted) ends that
 // interface's capture, is written into the file as a "capture_error"
 // annotation, and is returned by Stop; the other interfaces go on.
+//
+// # Files
+//
+// capture.go (Start, Add, Stop and the pcapng header), config.go,
+// socket_linux.go (opening a ring in a namespace), read.go (draining a
+// ring), flush.go (the reorder buffer and the writes to the file),
+// annotate.go (the harness's records), stats.go, writer.go (captures of
+// the simulator), repair.go, filter.go and bpf.go.
 package capture

@@ -345,10 +345,59 @@ func (r *instance) run(ctx context.Context) (*Result, error) {
 		return nil, fmt.Errorf("uml: creating the console log: %w", err)
 	}
 	defer console.Close()
-	// The console is always followed: a guest that panics inside a PID
-	// namespace does not die (see panicGrace), so the host watches for the
-	// panic message.
-	var panics panicScanner
+	sv := &supervision{r: r, res: res}
+	outs, err := r.followOutputs(&sv.panics)
+	if err != nil {
+		return nil, err
+	}
+	watch, werr := watchDir(r.dir)
+	var events <-chan dirEvent
+	if werr == nil {
+		defer watch.close()
+		events = watch.events
+	} else {
+		j.Logger.Warn("uml: no inotify, job start and end are timed by polling", "err", werr)
+	}
+
+	exited := make(chan exitInfo, 1)
+	if err := r.launch(args, console, &sv.launched, exited); err != nil {
+		return nil, err
+	}
+	res.PID = r.cmd.Process.Pid
+	j.Logger.Debug("uml instance started", "pid", res.PID, "cpu", cpuAttr(j.CPU), "dir", r.dir, "cmdline", strings.Join(args, " "))
+
+	ex := sv.watch(ctx, events, exited, outs)
+	res.Total = ex.at.Sub(sv.launched)
+	var outErr error
+	for _, fl := range outs {
+		if err := fl.close(); err != nil && outErr == nil {
+			outErr = err
+		}
+	}
+	res.Console = readConsole(filepath.Join(r.dir, fileConsole))
+	if m := lpjRE.FindStringSubmatch(res.Console); m != nil && r.k.lpj.Load() == 0 {
+		if n, err := strconv.ParseInt(m[1], 10, 64); err == nil && n > 0 {
+			r.k.lpj.Store(n)
+		}
+	}
+	if !sv.panicked {
+		// A panic message written just before linux.uml died.
+		sv.panicked = sv.panics.found
+	}
+	err = r.verdict(res, ex, sv.stopErr, sv.panicked, sv.startedAt, sv.statusAt)
+	if err == nil {
+		err = outErr
+	}
+	j.Logger.Debug("uml instance ended", "pid", res.PID, "job", res.String(), "boot", res.BootDuration, "duration", res.Duration, "total", res.Total, "err", err)
+	return res, err
+}
+
+// followOutputs follows the job's stdout, stderr and console files into
+// its writers. The console is always followed: a guest that panics
+// inside a PID namespace does not die (see panicGrace), so the host
+// watches for the panic message (panics).
+func (r *instance) followOutputs(panics *panicScanner) ([]*follower, error) {
+	j := r.job
 	var outs []*follower
 	for _, f := range []struct {
 		name, file string
@@ -370,162 +419,29 @@ func (r *instance) run(ctx context.Context) (*Result, error) {
 			outs = append(outs, fl)
 		}
 	}
-	pump := func() {
-		for _, fl := range outs {
-			fl.pump()
-		}
-	}
-	watch, werr := watchDir(r.dir)
-	var events <-chan dirEvent
-	if werr == nil {
-		defer watch.close()
-		events = watch.events
-	} else {
-		j.Logger.Warn("uml: no inotify, job start and end are timed by polling", "err", werr)
-	}
+	return outs, nil
+}
 
+// launch starts linux.uml (r.cmd) in a PID namespace when it can, and
+// without one when it cannot (root without CAP_SYS_ADMIN, in a container
+// say: the process group is killed instead). launched is set to the
+// moment it started; its exit is sent on exited.
+func (r *instance) launch(args []string, console *os.File, launched *time.Time, exited chan exitInfo) error {
 	startErr := make(chan error, 1)
-	exited := make(chan exitInfo, 1)
-	var launched time.Time
 	pidns := os.Geteuid() == 0
 	r.cmd = r.command(args, console, pidns)
-	go r.startAndWait(&launched, startErr, exited)
-	err = <-startErr
+	go r.startAndWait(launched, startErr, exited)
+	err := <-startErr
 	if err != nil && pidns && errors.Is(err, syscall.EPERM) {
-		// Root without CAP_SYS_ADMIN (in a container, say): no PID
-		// namespace; the process group is killed instead.
-		j.Logger.Warn("uml: cannot create a PID namespace, running without one", "err", err)
+		r.job.Logger.Warn("uml: cannot create a PID namespace, running without one", "err", err)
 		r.cmd = r.command(args, console, false)
-		go r.startAndWait(&launched, startErr, exited)
+		go r.startAndWait(launched, startErr, exited)
 		err = <-startErr
 	}
 	if err != nil {
-		return nil, fmt.Errorf("uml: starting %s: %w", r.k.path, err)
+		return fmt.Errorf("uml: starting %s: %w", r.k.path, err)
 	}
-	cmd := r.cmd
-	res.PID = cmd.Process.Pid
-	j.Logger.Debug("uml instance started", "pid", res.PID, "cpu", cpuAttr(j.CPU), "dir", r.dir, "cmdline", strings.Join(args, " "))
-
-	var timeoutC, killC, stallC <-chan time.Time
-	if j.Timeout > 0 {
-		t := time.NewTimer(j.Timeout - time.Since(launched))
-		defer t.Stop()
-		timeoutC = t.C
-	}
-	ticker := time.NewTicker(pollInterval)
-	defer ticker.Stop()
-	done := ctx.Done()
-	var stopErr error
-	stop := func(err error) {
-		if stopErr != nil {
-			return
-		}
-		stopErr = err
-		// SIGTERM: UML shuts down at once. Through the pidfd, so a
-		// reused PID can never be hit.
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		killC = time.After(killGrace)
-	}
-	var startedAt, statusAt time.Time
-	onEvent := func(name string, at time.Time) {
-		switch name {
-		case fileStarted:
-			if startedAt.IsZero() {
-				startedAt = at
-				res.BootDuration = at.Sub(launched)
-				j.Logger.Info("uml instance booted", "pid", res.PID, "cpu", cpuAttr(j.CPU), "kernel", r.k.version, "boot", res.BootDuration.Round(time.Millisecond), "dir", r.dir)
-			}
-		case fileStatus:
-			if statusAt.IsZero() {
-				statusAt = at
-				stallC = time.After(shutdownGrace)
-			}
-		}
-	}
-	var ex exitInfo
-	panicked := false
-loop:
-	for {
-		select {
-		case ev, ok := <-events:
-			if !ok {
-				events = nil
-				continue
-			}
-			onEvent(ev.name, ev.at)
-		case now := <-ticker.C:
-			pump()
-			if panics.found && !panicked {
-				panicked = true
-				j.Logger.Warn("uml guest kernel panicked, killing the instance", "pid", res.PID, "dir", r.dir)
-				_ = cmd.Process.Signal(syscall.SIGTERM)
-				killC = time.After(panicGrace)
-			}
-			if events == nil { // no inotify: time by polling
-				for _, name := range []string{fileStarted, fileStatus} {
-					if _, err := os.Stat(filepath.Join(r.dir, name)); err == nil {
-						onEvent(name, now)
-					}
-				}
-			}
-		case <-done:
-			done = nil
-			stop(fmt.Errorf("uml: job canceled: %w", ctx.Err()))
-		case <-timeoutC:
-			stop(fmt.Errorf("%w after %v", ErrTimeout, j.Timeout))
-		case <-stallC:
-			stallC = nil
-			// The job's status is recorded; nothing is lost by killing
-			// an instance that does not finish its shutdown.
-			j.Logger.Warn("uml instance still running after the job ended; killing it", "pid", res.PID, "after", shutdownGrace, "dir", r.dir)
-			if killC == nil {
-				_ = cmd.Process.Signal(syscall.SIGTERM)
-				killC = time.After(killGrace)
-			}
-		case <-killC:
-			killC = nil
-			j.Logger.Warn("uml instance still running after SIGTERM, killing its process group", "pid", res.PID)
-			r.killGroup()
-		case ex = <-exited:
-			break loop
-		}
-	}
-	// Late events, queued before the exit was seen.
-	for drained := false; !drained && events != nil; {
-		select {
-		case ev, ok := <-events:
-			if !ok {
-				drained = true
-				break
-			}
-			onEvent(ev.name, ev.at)
-		default:
-			drained = true
-		}
-	}
-	res.Total = ex.at.Sub(launched)
-	var outErr error
-	for _, fl := range outs {
-		if err := fl.close(); err != nil && outErr == nil {
-			outErr = err
-		}
-	}
-	res.Console = readConsole(filepath.Join(r.dir, fileConsole))
-	if m := lpjRE.FindStringSubmatch(res.Console); m != nil && r.k.lpj.Load() == 0 {
-		if n, err := strconv.ParseInt(m[1], 10, 64); err == nil && n > 0 {
-			r.k.lpj.Store(n)
-		}
-	}
-	if !panicked {
-		// A panic message written just before linux.uml died.
-		panicked = panics.found
-	}
-	err = r.verdict(res, ex, stopErr, panicked, startedAt, statusAt)
-	if err == nil {
-		err = outErr
-	}
-	j.Logger.Debug("uml instance ended", "pid", res.PID, "job", res.String(), "boot", res.BootDuration, "duration", res.Duration, "total", res.Total, "err", err)
-	return res, err
+	return nil
 }
 
 // command is the linux.uml command, before it is started.

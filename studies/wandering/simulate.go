@@ -77,6 +77,77 @@ func agentAddr(i int) netip.AddrPort {
 // signatures, the netem model on every direction. It returns the
 // manifest.
 func Simulate(s Scenario, dir string, progress func(string)) (*wandering.Manifest, error) {
+	e, err := writeExperiment(s, dir)
+	if err != nil {
+		return nil, err
+	}
+	keys := filepath.Join(dir, "keys")
+	procs, err := members(s, e, keys)
+	if err != nil {
+		return nil, err
+	}
+	prof, err := netem.Parse(Profile)
+	if err != nil {
+		return nil, err
+	}
+	tr := newTracker()
+	tr.maxSpike = 600 * time.Second // Δmin of both papers' runs
+	w := sim.New(sim.Config{Seed: s.Seed, OnEvent: tr.observe})
+	defer w.Close()
+	tr.now = w.Now
+	x := &simulation{s: s, progress: progress, w: w, tr: tr, procs: procs, verified: &ca.Verified{}}
+	if err := x.configure(e, dir, keys, prof); err != nil {
+		return nil, err
+	}
+	for i := range procs {
+		if err := x.start(i); err != nil {
+			return nil, err
+		}
+	}
+	x.m = &wandering.Manifest{Scenario: s.Name, Role: s.Role, Section: s.Section, N: s.N, Seed: s.Seed,
+		SpanS: s.Span.Seconds(), Epoch: sim.Epoch, Profile: Profile, LossEveryS: s.LossEvery.Seconds()}
+	x.index = map[string]int{}
+	for i, p := range procs {
+		x.index[p.Instance] = i
+	}
+	end := sim.Epoch.Add(s.Span)
+	x.wall = time.Now()
+	switch {
+	case s.Transients > 0:
+		if end, err = x.runTransients(end); err != nil {
+			return nil, err
+		}
+	case s.LossEvery > 0:
+		if err := x.runLossEvery(end); err != nil {
+			return nil, err
+		}
+	}
+	if err := x.runRest(end); err != nil {
+		return nil, err
+	}
+	for _, p := range procs {
+		if w.Running(p.Instance) {
+			if err := w.Stop(p.Instance, "end of run"); err != nil {
+				return nil, err
+			}
+		}
+	}
+	x.report()
+	st := w.Stats()
+	m := x.m
+	m.WallS = time.Since(x.wall).Seconds()
+	m.Datagrams = st.Sent
+	b, _ := json.MarshalIndent(m, "", "  ")
+	if err := os.WriteFile(filepath.Join(dir, wandering.ManifestFile), b, 0o644); err != nil {
+		return nil, err
+	}
+	return m, os.RemoveAll(keys) // private keys: not results
+}
+
+// writeExperiment writes s into dir as the experiment file the runner
+// would load, and parses it back: the agents' configurations are then
+// the ones `harness run` writes.
+func writeExperiment(s Scenario, dir string) (*experiments.Experiment, error) {
 	if err := os.MkdirAll(filepath.Join(dir, "logs"), 0o755); err != nil {
 		return nil, err
 	}
@@ -84,12 +155,13 @@ func Simulate(s Scenario, dir string, progress func(string)) (*wandering.Manifes
 	if err := os.WriteFile(filepath.Join(dir, "experiment.yaml"), []byte(raw), 0o644); err != nil {
 		return nil, err
 	}
-	e, err := experiments.Parse(filepath.Join(dir, "experiment.yaml"), []byte(raw))
-	if err != nil {
-		return nil, err
-	}
+	return experiments.Parse(filepath.Join(dir, "experiment.yaml"), []byte(raw))
+}
+
+// members issues every agent's credentials into keys and returns the
+// agents as the token passing plug-in's processes.
+func members(s Scenario, e *experiments.Experiment, keys string) ([]protocol.Process, error) {
 	// Credentials from the seed (as the runner's simulated runs: ca.Seeded).
-	keys := filepath.Join(dir, "keys")
 	src := ca.Seeded(s.Seed, sim.Epoch, time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC))
 	if err := ca.InitWith(keys, src); err != nil {
 		return nil, err
@@ -115,27 +187,41 @@ func Simulate(s Scenario, dir string, progress func(string)) (*wandering.Manifes
 		}
 		procs[i] = protocol.Process{Instance: a.Name, Name: a.Name, Replica: replica, Addr: agentAddr(i), Spec: a}
 	}
-	prof, err := netem.Parse(Profile)
-	if err != nil {
-		return nil, err
-	}
-	tr := newTracker()
-	tr.maxSpike = 600 * time.Second // Δmin of both papers' runs
-	w := sim.New(sim.Config{Seed: s.Seed, OnEvent: tr.observe})
-	defer w.Close()
-	tr.now = w.Now
+	return procs, nil
+}
+
+// simulation is one scenario being run on the simulator: the world, the
+// agents and the manifest it fills.
+type simulation struct {
+	s        Scenario
+	progress func(string)
+	w        *sim.World
+	tr       *tracker
+	procs    []protocol.Process
+	starts   []protocol.SimStart
+	index    map[string]int // agent name → its position in procs
+	verified *ca.Verified
+	m        *wandering.Manifest
+	wall     time.Time // when the simulation started, for WallLimit
+}
+
+// configure adds every agent's host, builds its configuration and sets
+// prof on every direction.
+func (x *simulation) configure(e *experiments.Experiment, dir, keys string, prof netem.Profile) error {
+	s, w, procs := x.s, x.w, x.procs
 	proto := tokenpassing.Protocol{}
+	var err error
 	// Each agent's configuration, kept in memory as the runner's
 	// simulated runs keep it (protocol.SimConfigured): in files, n agents
 	// would write and parse n(n-1) peer entries.
-	starts := make([]protocol.SimStart, s.N)
+	x.starts = make([]protocol.SimStart, s.N)
 	certs := make(map[string]string, s.N) // one path string per member, shared
 	for _, p := range procs {
 		certs[p.Instance] = filepath.Join(keys, ca.CertFile(p.Instance))
 	}
 	for i, p := range procs {
 		if _, err := w.AddHost(p.Instance, p.Addr.Addr()); err != nil {
-			return nil, err
+			return err
 		}
 		peers := make([]protocol.Process, 0, s.N-1)
 		for j, o := range procs {
@@ -144,116 +230,123 @@ func Simulate(s Scenario, dir string, progress func(string)) (*wandering.Manifes
 			}
 		}
 		// Each agent's seed split from the run's, as the runner splits it.
-		starts[i], err = proto.SimConfig(e, p, peers, protocol.Files{CACert: filepath.Join(keys, ca.CACertFile), Credentials: keys,
+		x.starts[i], err = proto.SimConfig(e, p, peers, protocol.Files{CACert: filepath.Join(keys, ca.CACertFile), Credentials: keys,
 			Log:      filepath.Join(dir, "logs", p.Instance+".jsonl"),
 			PeerCert: func(inst string) string { return certs[inst] }}, s.Seed*1_000_003+uint64(i)+1)
 		if err != nil {
-			return nil, err
+			return err
 		}
 	}
 	for i := range procs {
 		for j := range procs {
 			if i != j {
 				if err := w.SetProfile(procs[i].Addr.Addr(), procs[j].Addr.Addr(), prof); err != nil {
-					return nil, err
-				}
-			}
-		}
-	}
-	// The agents share their certificate verifications (ca.Verified),
-	// as in the runner's simulated runs.
-	verified := &ca.Verified{}
-	start := func(i int) error {
-		p, logPath, err := starts[i](protocol.Start{Verified: verified}, w.Now())
-		if err != nil {
-			return err
-		}
-		return w.Start(procs[i].Instance, p, logPath)
-	}
-	for i := range procs {
-		if err := start(i); err != nil {
-			return nil, err
-		}
-	}
-	m := &wandering.Manifest{Scenario: s.Name, Role: s.Role, Section: s.Section, N: s.N, Seed: s.Seed,
-		SpanS: s.Span.Seconds(), Epoch: sim.Epoch, Profile: Profile, LossEveryS: s.LossEvery.Seconds()}
-	index := map[string]int{}
-	for i, p := range procs {
-		index[p.Instance] = i
-	}
-	// lose crashes a holder of a token and restarts it at once: the token
-	// it held is lost (with its policy state: history, last access).
-	lose := func() error {
-		for w.Now().Before(sim.Epoch.Add(s.Span)) {
-			if agent, tok, ok := tr.holder(); ok {
-				if err := w.Crash(agent); err != nil {
 					return err
 				}
-				tr.crashed(agent, w.Now())
-				m.Losses = append(m.Losses, wandering.Loss{AtS: w.Now().Sub(sim.Epoch).Seconds(), Agent: agent, Token: tok})
-				return start(index[agent])
 			}
-			// Every token in transit: a pass takes milliseconds.
-			if err := w.RunUntil(w.Now().Add(10 * time.Millisecond)); err != nil {
+		}
+	}
+	return nil
+}
+
+// start starts agent i. The agents share their certificate
+// verifications (ca.Verified), as in the runner's simulated runs.
+func (x *simulation) start(i int) error {
+	p, logPath, err := x.starts[i](protocol.Start{Verified: x.verified}, x.w.Now())
+	if err != nil {
+		return err
+	}
+	return x.w.Start(x.procs[i].Instance, p, logPath)
+}
+
+// lose crashes a holder of a token and restarts it at once: the token
+// it held is lost (with its policy state: history, last access).
+func (x *simulation) lose() error {
+	s, w, tr, m := x.s, x.w, x.tr, x.m
+	for w.Now().Before(sim.Epoch.Add(s.Span)) {
+		if agent, tok, ok := tr.holder(); ok {
+			if err := w.Crash(agent); err != nil {
+				return err
+			}
+			tr.crashed(agent, w.Now())
+			m.Losses = append(m.Losses, wandering.Loss{AtS: w.Now().Sub(sim.Epoch).Seconds(), Agent: agent, Token: tok})
+			return x.start(x.index[agent])
+		}
+		// Every token in transit: a pass takes milliseconds.
+		if err := w.RunUntil(w.Now().Add(10 * time.Millisecond)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// cut reports whether the wall limit has ended the run, and marks the
+// manifest cut short when it has.
+func (x *simulation) cut() bool {
+	if x.s.WallLimit > 0 && time.Since(x.wall) >= x.s.WallLimit {
+		x.m.CutShort = true
+	}
+	return x.m.CutShort
+}
+
+// report gives the progress line, if asked for.
+func (x *simulation) report() {
+	if x.progress != nil {
+		s, w := x.s, x.w
+		x.progress(fmt.Sprintf("%s: %.0f of %.0f s simulated, %d losses, %d tokens alive, %.0f s wall",
+			s.Name, w.Now().Sub(sim.Epoch).Seconds(), s.Span.Seconds(), len(x.m.Losses), x.tr.alive(), time.Since(x.wall).Seconds()))
+	}
+}
+
+// runTransients is 004 Table 5: a loss, then wait for one token for
+// Settle, until Transients losses or end. The run ends once the last
+// transient has settled too: it returns that moment, the new end.
+func (x *simulation) runTransients(end time.Time) (time.Time, error) {
+	s, w, tr, m := x.s, x.w, x.tr, x.m
+	step := time.Duration(500) * time.Second
+	for w.Now().Before(end) && !x.cut() {
+		if tr.stableFor(w.Now()) >= s.Settle || len(m.Losses) == 0 && w.Now().Sub(sim.Epoch) >= s.Settle {
+			if len(m.Losses) == s.Transients {
+				break
+			}
+			if err := x.lose(); err != nil {
+				return end, err
+			}
+			x.report()
+		}
+		if err := w.RunUntil(w.Now().Add(step)); err != nil {
+			return end, err
+		}
+	}
+	m.SpanS = w.Now().Sub(sim.Epoch).Seconds()
+	return w.Now(), nil
+}
+
+// runLossEvery injects a loss every LossEvery (003 §3) up to end.
+func (x *simulation) runLossEvery(end time.Time) error {
+	s, w := x.s, x.w
+	for t := sim.Epoch.Add(s.LossEvery); !t.After(end) && !x.cut(); t = t.Add(s.LossEvery) {
+		if err := w.RunUntil(t); err != nil {
+			return err
+		}
+		if t.Before(end) {
+			if err := x.lose(); err != nil {
 				return err
 			}
 		}
-		return nil
+		x.report()
 	}
-	end := sim.Epoch.Add(s.Span)
-	wall := time.Now()
-	cut := func() bool {
-		if s.WallLimit > 0 && time.Since(wall) >= s.WallLimit {
-			m.CutShort = true
-		}
-		return m.CutShort
-	}
-	report := func() {
-		if progress != nil {
-			progress(fmt.Sprintf("%s: %.0f of %.0f s simulated, %d losses, %d tokens alive, %.0f s wall",
-				s.Name, w.Now().Sub(sim.Epoch).Seconds(), s.Span.Seconds(), len(m.Losses), tr.alive(), time.Since(wall).Seconds()))
-		}
-	}
-	switch {
-	case s.Transients > 0:
-		// 004 Table 5: a loss, then wait for one token for Settle.
-		step := time.Duration(500) * time.Second
-		// The run ends once the last transient has settled too.
-		for w.Now().Before(end) && !cut() {
-			if tr.stableFor(w.Now()) >= s.Settle || len(m.Losses) == 0 && w.Now().Sub(sim.Epoch) >= s.Settle {
-				if len(m.Losses) == s.Transients {
-					break
-				}
-				if err := lose(); err != nil {
-					return nil, err
-				}
-				report()
-			}
-			if err := w.RunUntil(w.Now().Add(step)); err != nil {
-				return nil, err
-			}
-		}
-		m.SpanS = w.Now().Sub(sim.Epoch).Seconds()
-		end = w.Now()
-	case s.LossEvery > 0:
-		for t := sim.Epoch.Add(s.LossEvery); !t.After(end) && !cut(); t = t.Add(s.LossEvery) {
-			if err := w.RunUntil(t); err != nil {
-				return nil, err
-			}
-			if t.Before(end) {
-				if err := lose(); err != nil {
-					return nil, err
-				}
-			}
-			report()
-		}
-	}
-	// The rest in steps of 10^4 s, for the progress line and the wall limit
-	// (handling events up to t in several calls is the same as in one).
+	return nil
+}
+
+// runRest runs up to end in steps of 10^4 s, for the progress line and
+// the wall limit (handling events up to t in several calls is the same
+// as in one).
+func (x *simulation) runRest(end time.Time) error {
+	s, w, m := x.s, x.w, x.m
 	for w.Now().Before(end) {
-		if cut() {
-			end = w.Now()
-			m.SpanS = end.Sub(sim.Epoch).Seconds()
+		if x.cut() {
+			m.SpanS = w.Now().Sub(sim.Epoch).Seconds()
 			break
 		}
 		// On multiples of 10^4 s from the epoch (the agents start a little
@@ -263,28 +356,13 @@ func Simulate(s Scenario, dir string, progress func(string)) (*wandering.Manifes
 			t = end
 		}
 		if err := w.RunUntil(t); err != nil {
-			return nil, err
+			return err
 		}
-		if s.Transients == 0 && s.LossEvery == 0 && progress != nil && int64(w.Now().Sub(sim.Epoch).Seconds())%(100*k) == 0 {
-			report()
-		}
-	}
-	for _, p := range procs {
-		if w.Running(p.Instance) {
-			if err := w.Stop(p.Instance, "end of run"); err != nil {
-				return nil, err
-			}
+		if s.Transients == 0 && s.LossEvery == 0 && x.progress != nil && int64(w.Now().Sub(sim.Epoch).Seconds())%(100*k) == 0 {
+			x.report()
 		}
 	}
-	report()
-	st := w.Stats()
-	m.WallS = time.Since(wall).Seconds()
-	m.Datagrams = st.Sent
-	b, _ := json.MarshalIndent(m, "", "  ")
-	if err := os.WriteFile(filepath.Join(dir, wandering.ManifestFile), b, 0o644); err != nil {
-		return nil, err
-	}
-	return m, os.RemoveAll(keys) // private keys: not results
+	return nil
 }
 
 // tracker follows, from the events as they are logged, who holds which
