@@ -124,6 +124,7 @@ func waitsFor(h *history, c string, t int64) string {
 		return nil
 	}
 	var steps []string
+	start := c
 	visited := map[string]bool{}
 	for !visited[c] {
 		visited[c] = true
@@ -150,6 +151,10 @@ func waitsFor(h *history, c string, t int64) string {
 		}
 		steps = append(steps, fmt.Sprintf("%s %s %s held by %s", c, verb, o.Name, next))
 		c = next
+	}
+	if c != start {
+		// The chain runs into a cycle that does not pass through start.
+		return "wait-for chain: " + strings.Join(steps, ", ") + ", a cycle through " + c
 	}
 	return "wait-for cycle: " + strings.Join(steps, ", ")
 }
