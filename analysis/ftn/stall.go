@@ -79,6 +79,12 @@ func stalls(h *history, r *Report) int {
 		}
 		d := fmt.Sprintf("%s acquire %s (req %d) waited %s from %s, %s of it with no other client holding %s in its own view",
 			o.Client, o.Name, o.Req, ms(end-o.Inv), ms(o.Inv), ms(idle), o.Name)
+		// The chain replays the servers' events: only for the stalls the
+		// report lists.
+		if len(r.Stalls) >= maxListed {
+			r.Stalls = append(r.Stalls, d)
+			continue
+		}
 		if w := waitsFor(h, o.Client, o.Inv+h.answerWithin); w != "" {
 			d += "; " + w
 		}
