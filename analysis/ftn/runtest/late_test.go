@@ -18,6 +18,7 @@ import (
 	"github.com/gopacket/gopacket/layers"
 	"github.com/gopacket/gopacket/pcapgo"
 
+	"tokenbed/agent/eventlog"
 	"tokenbed/agent/ftn/ftnlayer"
 	"tokenbed/agent/ftn/msg"
 	"tokenbed/experiments"
@@ -114,6 +115,25 @@ func TestReplayedRequestsNetns(t *testing.T) {
 		t.Fatalf("the injector replayed %d datagrams (%v): too few to test anything", rp.sent, rp.kinds)
 	}
 	judge(t, dir)
+	// The replays reached the servers: they refused some as stale (a
+	// replay of the current request is answered again, a heartbeat's is
+	// a heartbeat). Without this a replayer that sent nowhere would pass.
+	refused := 0
+	for s := range rp.servers {
+		evs, err := eventlog.ReadFile(filepath.Join(dir, results.LogsDir, s+".jsonl"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range evs {
+			if e.Kind == eventlog.DatagramRejected {
+				refused++
+			}
+		}
+	}
+	t.Logf("the servers logged %d rejections", refused)
+	if refused == 0 {
+		t.Errorf("the servers logged no rejected datagram: the replays never reached them")
+	}
 }
 
 // replay is one datagram to send again: a whole IPv4 packet, into a
