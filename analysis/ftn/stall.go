@@ -139,7 +139,13 @@ func waitsFor(h *history, c string, t int64) string {
 			if len(steps) == 0 {
 				return ""
 			}
-			return "wait-for chain: " + strings.Join(steps, ", ") + ", and " + c + " waits for nothing"
+			why := " waits for nothing"
+			for k, e := range h.ends[c] {
+				if e <= t {
+					why = fmt.Sprintf(" had stopped: %s at %s", h.endWhy[c][k], ms(e)) // the latest before t
+				}
+			}
+			return "wait-for chain: " + strings.Join(steps, ", ") + ", and " + c + why
 		}
 		next := ""
 		for _, id := range holders[o.Name] {
