@@ -53,6 +53,9 @@ func stalls(h *history, r *Report) int {
 			continue
 		}
 		n++
+		if w := end - o.Inv; w <= r.IdleWaitMax && w <= h.answerWithin {
+			continue // its idle part, at most w, changes neither
+		}
 		// The parts of the wait some other client held the name in its
 		// own view, merged.
 		var busy []span
