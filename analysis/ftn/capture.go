@@ -17,7 +17,11 @@ package ftn
 //     naming that fence (or none), the moment it left the client; or at
 //     an "ID invalid" Reply to the client; or, when the leader's State
 //     broadcasts stop listing the client and the client sends nothing
-//     more, at that broadcast (the servers free its tokens there).
+//     more, at its drop (the servers free its tokens there). The drop is
+//     the first datagram of a server carrying the version of the State
+//     that left the client out, or a later one of that term: the leader
+//     drops a client, frees its names and grants them in one step, and
+//     the grants may leave before the State; they carry its version.
 //
 // What these windows over- and under-estimate:
 //
@@ -341,8 +345,10 @@ func wire(cr *CaptureReport, all []*seen, base int64) {
 	arrived := map[int]bool{}
 	accepted := map[reqKey]msg.Fence{} // the grant the client took for its request
 	known := knownStates(all, base)
+	var carried versionsSeen
 	for _, s := range all {
 		m, t := s.m, s.t-base
+		carried.add(m, t)
 		if !m.Kind.FromServer() && m.Client != 0 {
 			lastHeard[m.Client] = max(lastHeard[m.Client], t)
 			if !slices.Contains(lives[s.sender], m.Client) {
@@ -438,8 +444,15 @@ func wire(cr *CaptureReport, all []*seen, base int64) {
 	for _, st := range states {
 		for id, v := range firstV {
 			if st.v > v && !slices.Contains(st.ids, id) {
-				if d, ok := cr.Dropped[msg.IDString(id)]; !ok || st.t < d {
-					cr.Dropped[msg.IDString(id)] = st.t
+				// The drop was decided when the first datagram of a
+				// server holding that version left, which may precede
+				// the State: the leader frees the dropped client's names
+				// and grants them in the step that drops it, and its
+				// grants carry the new version (001 "When a Client
+				// Crashes").
+				t := min(st.t, carried.first(st.v))
+				if d, ok := cr.Dropped[msg.IDString(id)]; !ok || t < d {
+					cr.Dropped[msg.IDString(id)] = t
 				}
 			}
 		}
@@ -478,6 +491,46 @@ func wire(cr *CaptureReport, all []*seen, base int64) {
 		}
 	}
 	slices.SortStableFunc(cr.Holds, func(a, b Hold) int { return cmp.Compare(a.Start, b.Start) })
+}
+
+// versionsSeen is, per leader term, the global state versions the
+// servers' datagrams carried (a State's or a query's global state, the
+// Version of every other kind: the one its sender held), in time order,
+// with their running maximum.
+type versionsSeen map[uint64][]struct{ t, maxV int64 }
+
+func (vs *versionsSeen) add(m msg.Msg, t int64) {
+	if !m.Kind.FromServer() {
+		return
+	}
+	v := m.Version
+	if m.Global != nil {
+		v = m.Global.Version
+	}
+	if v == 0 {
+		return
+	}
+	if *vs == nil {
+		*vs = versionsSeen{}
+	}
+	l := (*vs)[v>>32]
+	mv := int64(v)
+	if n := len(l); n > 0 {
+		mv = max(mv, l[n-1].maxV)
+	}
+	(*vs)[v>>32] = append(l, struct{ t, maxV int64 }{t, mv})
+}
+
+// first is when a server's datagram first carried version v or a later
+// one of v's term (a version of another term may not descend from v),
+// or math.MaxInt64.
+func (vs versionsSeen) first(v uint64) int64 {
+	l := vs[v>>32]
+	i := sort.Search(len(l), func(i int) bool { return l[i].maxV >= int64(v) })
+	if i == len(l) {
+		return math.MaxInt64
+	}
+	return l[i].t
 }
 
 // globalsSeen is, per client process, the global states that reached it

@@ -33,7 +33,12 @@
 //     service's unavailability (an acquire also waits for the holders).
 //     A request of any kind left unanswered for AnswerWithin while its
 //     client lives fails it (one invoked closer than that to the end of
-//     the history, or to its client's stop, is not judged).
+//     the history, or to its client's stop, is not judged). And an
+//     acquire that waits longer than AnswerWithin while no other client
+//     holds the name in its own view (the name is free, or its holder
+//     released, crashed or never learned of its grant) fails it, with the
+//     wait-for cycle the servers' grants show (stall.go); a wait behind a
+//     busy holder, however long, does not.
 package ftn
 
 import (
@@ -106,14 +111,19 @@ func span(h Hold) string {
 
 // Report is the verdicts and their evidence.
 type Report struct {
-	Ops             []*Op
-	Holds           []Hold
-	Overlaps        []Overlap // violations and admitted windows
-	FenceErrors     []string
-	DataErrors      []string
-	DataLoss        []string
-	Recovery        []int64 // ns per fault, in order
-	Unrecovered     []string
+	Ops         []*Op
+	Holds       []Hold
+	Overlaps    []Overlap // violations and admitted windows
+	FenceErrors []string
+	DataErrors  []string
+	DataLoss    []string
+	Recovery    []int64 // ns per fault, in order
+	Unrecovered []string
+	// Stalls are the acquires that waited longer than the bound with the
+	// name free or its holder idle or gone (stall.go); IdleWaitMax is the
+	// longest such wait of any acquire.
+	Stalls          []string
+	IdleWaitMax     int64
 	MutualExclusion analysis.Requirement
 	Fencing         analysis.Requirement
 	Data            analysis.Requirement
@@ -160,6 +170,9 @@ type history struct {
 	faultWhy []string
 	last     int64
 	baseWall int64
+	// granted: the servers' grants, releases, frees and drops, in time
+	// order: who the servers believe holds each name (stall.go).
+	granted []srvEvent
 
 	answerWithin int64
 }
@@ -263,6 +276,9 @@ func parse(evs []eventlog.Event) (*history, error) {
 			if _, ok := h.dropped[id]; !ok {
 				h.dropped[id] = t
 			}
+			h.granted = append(h.granted, srvEvent{t: t, kind: e.Kind, client: id})
+		case e.Kind == "ftn_granted" || e.Kind == "ftn_released" || e.Kind == "ftn_freed":
+			h.granted = append(h.granted, srvEvent{t: t, kind: e.Kind, name: str(e, "name"), client: str(e, "client")})
 		case e.Kind == "ftn_invalid":
 			h.ends[e.Agent] = append(h.ends[e.Agent], t)
 			h.endWhy[e.Agent] = append(h.endWhy[e.Agent], "ID invalid")
@@ -464,13 +480,53 @@ func data(h *history, r *Report) {
 	}
 }
 
-// liveness: after each fault, the longest wait of a request that never
-// waits for another client.
+// liveness: the acquires that stalled (stall.go), and after each fault
+// the longest wait of a request that never waits for another client.
 func liveness(h *history, r *Report) {
-	if len(h.faults) == 0 {
-		r.Liveness = notJudged("no fault in the history")
+	acquires := stalls(h, r)
+	recovery(h, r)
+	var bad []string
+	var values []string
+	if n := len(r.Stalls); n > 0 {
+		values = append(values, fmt.Sprintf("%d acquires stalled", n))
+		bad = append(bad, firstOf(r.Stalls)...)
+	}
+	if n := len(r.Unrecovered); n > 0 {
+		values = append(values, fmt.Sprintf("%d requests never answered", n))
+		bad = append(bad, r.Unrecovered...)
+	}
+	if len(bad) > 0 {
+		r.Liveness = fail(strings.Join(values, ", "), strings.Join(bad, "; "))
 		return
 	}
+	acq := fmt.Sprintf("%d acquires, none waited over %s with the name free or its holder idle or gone (longest such wait %s)",
+		acquires, ms(h.answerWithin), ms(r.IdleWaitMax))
+	switch {
+	case len(h.faults) == 0 && acquires == 0:
+		r.Liveness = notJudged("no fault in the history, no acquire")
+	case len(h.faults) == 0:
+		r.Liveness = pass("no acquire stalled", "no fault in the history; "+acq)
+	case len(r.Recovery) == 0 && acquires == 0:
+		r.Liveness = notJudged(fmt.Sprintf("%d faults, and no release, set-data or get-data completed after any of them", len(h.faults)))
+	case len(r.Recovery) == 0:
+		r.Liveness = pass("no acquire stalled", fmt.Sprintf("%d faults, and no release, set-data or get-data completed after any of them; %s", len(h.faults), acq))
+	default:
+		s := slices.Clone(r.Recovery)
+		slices.Sort(s)
+		detail := fmt.Sprintf("%d faults; longest wait of a release, set-data or get-data after each: p50 %s, max %s",
+			len(s), ms(s[len(s)/2]), ms(s[len(s)-1]))
+		if skipped := len(h.faults) - len(s); skipped > 0 {
+			detail += fmt.Sprintf("; %d more faults with no request completed after them, not judged", skipped)
+		}
+		r.Liveness = pass(fmt.Sprintf("max %s", ms(s[len(s)-1])), detail+"; "+acq)
+	}
+}
+
+// recovery: after each fault, the longest wait of a release, set-data or
+// get-data outstanding between it and the next (r.Recovery), and the
+// requests of any kind left unanswered for answerWithin while their
+// client lived (r.Unrecovered).
+func recovery(h *history, r *Report) {
 	for fi, t := range h.faults {
 		next := int64(math.MaxInt64)
 		if fi+1 < len(h.faults) {
@@ -503,22 +559,6 @@ func liveness(h *history, r *Report) {
 			r.Recovery = append(r.Recovery, worst)
 		}
 	}
-	if len(r.Unrecovered) > 0 {
-		r.Liveness = fail(fmt.Sprintf("%d requests never answered", len(r.Unrecovered)), strings.Join(r.Unrecovered, "; "))
-		return
-	}
-	if len(r.Recovery) == 0 {
-		r.Liveness = notJudged(fmt.Sprintf("%d faults, and no release, set-data or get-data completed after any of them", len(h.faults)))
-		return
-	}
-	s := slices.Clone(r.Recovery)
-	slices.Sort(s)
-	detail := fmt.Sprintf("%d faults; longest wait of a release, set-data or get-data after each: p50 %s, max %s",
-		len(s), ms(s[len(s)/2]), ms(s[len(s)-1]))
-	if skipped := len(h.faults) - len(s); skipped > 0 {
-		detail += fmt.Sprintf("; %d more faults with no request completed after them, not judged", skipped)
-	}
-	r.Liveness = pass(fmt.Sprintf("max %s", ms(s[len(s)-1])), detail)
 }
 
 func clients(h *history) []string {

@@ -116,9 +116,11 @@ func judge(t *testing.T, dir string) {
 	}
 }
 
-func load(t *testing.T) *experiments.Experiment {
+func load(t *testing.T) *experiments.Experiment { t.Helper(); return loadFile(t, experiment) }
+
+func loadFile(t *testing.T, file string) *experiments.Experiment {
 	t.Helper()
-	e, err := experiments.Load(experiment)
+	e, err := experiments.Load(file)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,27 +213,26 @@ func TestExperimentInContainers(t *testing.T) {
 	decodes(t, dir)
 }
 
-// runReal runs the experiment with real processes on be (nil: network
-// namespaces) and returns its results directory. The links' profiles and
-// the outage need netem: the kernel's, else the userspace engine (as
-// harness run --impair auto, without UML).
+// runReal runs ftn-leader-partition.yaml with real processes on be (nil:
+// network namespaces) and returns its results directory.
 func runReal(t *testing.T, be backend.Backend) string {
 	t.Helper()
-	e := load(t)
-	id := runner.NewRunID()
-	impair := runner.ImpairKernel
+	dir, _ := runRealFile(t, be, experiment, nil)
+	return dir
+}
+
+// impairment is how a real run impairs its links: the links' profiles
+// and the outages need netem: the kernel's, else the userspace engine
+// (as harness run --impair auto, without UML).
+func impairment(t *testing.T, id string) string {
+	t.Helper()
 	if err := netem.CheckKernel(id); err != nil {
 		if _, err := os.Stat("/dev/net/tun"); err != nil {
 			t.Skipf("no sch_netem (%v) and no /dev/net/tun for the userspace engine", err)
 		}
-		impair = runner.ImpairUserspace
+		return runner.ImpairUserspace
 	}
-	dir, err := runner.Run(context.Background(), runner.Options{Experiment: e, ExperimentFile: experiment, ResultsRoot: resultsRoot(t),
-		RunID: id, Backend: be, Impair: impair, ImpairReason: "test", AgentBin: agentBin, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return dir
+	return runner.ImpairKernel
 }
 
 // TestBrokenServerCaughtOnTheWire: ftn-5-restart.yaml in the simulator
