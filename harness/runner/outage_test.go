@@ -35,7 +35,7 @@ links:
 		t.Fatal(err)
 	}
 	var logBuf bytes.Buffer
-	r := &run{e: e, o: Options{Log: slog.New(slog.NewTextHandler(io.Discard, nil))}, agents: map[string]*agentRun{},
+	r := &run{seams: realSeams(), e: e, o: Options{Log: slog.New(slog.NewTextHandler(io.Discard, nil))}, agents: map[string]*agentRun{},
 		planned: map[[2]string]netem.Profile{}, outages: map[[2]string]int{}, hlog: eventlog.NewWriter(&logBuf, "harness")}
 	for i, n := range []string{"A", "B"} {
 		inst := results.Instance(n, 1)
