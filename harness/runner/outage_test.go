@@ -2,7 +2,6 @@ package runner
 
 import (
 	"bytes"
-	"encoding/json"
 	"io"
 	"log/slog"
 	"net/netip"
@@ -64,12 +63,7 @@ links:
 	end1[0].do()
 
 	var ends []string
-	dec := json.NewDecoder(&logBuf)
-	for dec.More() {
-		var ev eventlog.Event
-		if err := dec.Decode(&ev); err != nil {
-			t.Fatal(err)
-		}
+	for _, ev := range harnessEvents(t, &logBuf) {
 		if ev.Kind == eventlog.OutageEnd {
 			ends = append(ends, ev.Link+" "+ev.Profile)
 		}

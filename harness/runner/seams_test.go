@@ -137,12 +137,7 @@ func TestCrashOfNoHolderWaitsFiveSecondsOfTheRunsClock(t *testing.T) {
 		t.Errorf("the wait took %v of wall time: it did not use the run's clock", took)
 	}
 	var skipped []string
-	dec := json.NewDecoder(&log)
-	for dec.More() {
-		var ev eventlog.Event
-		if err := dec.Decode(&ev); err != nil {
-			t.Fatal(err)
-		}
+	for _, ev := range harnessEvents(t, &log) {
 		if ev.Kind == eventlog.AgentCrash {
 			t.Errorf("crashed %s with no holder", ev.Peer)
 		}
@@ -153,4 +148,19 @@ func TestCrashOfNoHolderWaitsFiveSecondsOfTheRunsClock(t *testing.T) {
 	if want := "schedule step 3: no agent of replica 0 held a token for 5 s"; len(skipped) != 1 || skipped[0] != want {
 		t.Errorf("crash_skipped notices %q, want [%q]", skipped, want)
 	}
+}
+
+// harnessEvents decodes the harness log a test's run wrote.
+func harnessEvents(t *testing.T, log io.Reader) []eventlog.Event {
+	t.Helper()
+	var evs []eventlog.Event
+	dec := json.NewDecoder(log)
+	for dec.More() {
+		var ev eventlog.Event
+		if err := dec.Decode(&ev); err != nil {
+			t.Fatal(err)
+		}
+		evs = append(evs, ev)
+	}
+	return evs
 }
