@@ -55,12 +55,12 @@ func TestContainerImpairment(t *testing.T) {
 	hostNetem := netem.CheckKernel(runner.NewRunID())
 	id := runner.NewRunID()
 
-	path, why, err := containerImpairment(runner.ImpairAuto, runner.ImpairUML, "", plain, id)
+	path, why, err := containerChoice(runner.ImpairAuto, plain, id)
 	if err != nil || path != runner.ImpairNone {
 		t.Errorf("auto, no profiles: %q (%s) %v; want none", path, why, err)
 	}
 	for name, e := range map[string]*experiments.Experiment{"profile": profiled, "outage": outage} {
-		path, _, err := containerImpairment(runner.ImpairAuto, runner.ImpairUML, "", e, id)
+		path, _, err := containerChoice(runner.ImpairAuto, e, id)
 		if hostNetem == nil {
 			if err != nil || path != runner.ImpairKernel {
 				t.Errorf("auto, %s, host has netem: %q %v; want kernel", name, path, err)
@@ -76,22 +76,22 @@ func TestContainerImpairment(t *testing.T) {
 		} else if err == nil || !strings.Contains(err.Error(), "lacks sch_netem") || !strings.Contains(err.Error(), "--backend netns") {
 			t.Errorf("auto, %s, no netem, no TUN: %q %v; want a refusal naming sch_netem and --backend netns", name, path, err)
 		}
-		_, _, err = containerImpairment(runner.ImpairNone, runner.ImpairNone, "", e, id)
+		_, _, err = containerChoice(runner.ImpairNone, e, id)
 		if err == nil || !strings.Contains(err.Error(), "refusing") {
 			t.Errorf("none, %s: %v; want a refusal", name, err)
 		}
 	}
-	_, _, err = containerImpairment(runner.ImpairKernel, runner.ImpairKernel, "", plain, id)
+	_, _, err = containerChoice(runner.ImpairKernel, plain, id)
 	if hostNetem == nil && err != nil {
 		t.Errorf("kernel on a host with netem: %v", err)
 	}
 	if hostNetem != nil && (err == nil || !strings.HasPrefix(err.Error(), "--impair kernel:") || !strings.Contains(err.Error(), "CONFIG_NET_SCH_NETEM")) {
 		t.Errorf("kernel on a host without netem: %v; want the no-netem error", err)
 	}
-	if _, _, err := containerImpairment(runner.ImpairUML, runner.ImpairUML, "", plain, id); err == nil || !strings.Contains(err.Error(), "--backend netns") {
+	if _, _, err := containerChoice(runner.ImpairUML, plain, id); err == nil || !strings.Contains(err.Error(), "--backend netns") {
 		t.Errorf("uml: %v; want a refusal naming --backend netns", err)
 	}
-	path, _, err = containerImpairment(runner.ImpairUserspace, runner.ImpairUserspace, "", profiled, id)
+	path, _, err = containerChoice(runner.ImpairUserspace, profiled, id)
 	if userspaceAvailable() && (err != nil || path != runner.ImpairUserspace) {
 		t.Errorf("--impair userspace with /dev/net/tun: %q %v", path, err)
 	}
@@ -159,4 +159,10 @@ func TestCleanRemovesContainerLeftovers(t *testing.T) {
 	if left, err := ctrbackend.Leftovers(ctx, prov.Client(), runID); err != nil || len(left) > 0 {
 		t.Errorf("after harness clean: %v %v", left, err)
 	}
+}
+
+// containerChoice is the impairment path of a container run of e.
+func containerChoice(want string, e *experiments.Experiment, runID string) (string, string, error) {
+	return chooseImpairment(impairRequest{want: want, containers: true, need: needsImpairment(e),
+		checkKernel: func() error { return netem.CheckKernel(runID) }})
 }

@@ -37,7 +37,8 @@ func cmdPreflight(args []string, stdout, stderr io.Writer, log *slog.Logger) int
 	fmt.Fprintf(stdout, "host kernel sch_netem: %v\n", okOr(cerr))
 	fmt.Fprintf(stdout, "userspace engine: %v\n", yesNo(userspaceAvailable()))
 	fmt.Fprintf(stdout, "User Mode Linux: %v\n", okOr(umlAvailable()))
-	path, why, err := chooseImpairment(runner.ImpairAuto, id)
+	// The path a netns run would take, from the check above.
+	path, why, err := chooseImpairment(impairRequest{want: runner.ImpairAuto, checkKernel: func() error { return cerr }})
 	if err != nil {
 		fmt.Fprintln(stdout, "impairment: none possible:", err)
 		return exitRunError

@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 
@@ -36,12 +35,17 @@ type runFlags struct {
 	rtPrio    int
 }
 
-func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer, log *slog.Logger) int {
+// hostOnlyFlags are the run flags that act on the host, not on the run:
+// the harness inside User Mode Linux does not get them (umlArgs).
+var hostOnlyFlags = map[string]bool{"cpu": true}
+
+// runFlagSet is harness run's flags, into f: the command line's and the
+// one the User Mode Linux path gives the harness in the guest (umlArgs).
+func runFlagSet(f *runFlags, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("harness run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	var f runFlags
 	fs.StringVar(&f.backend, "backend", "netns", backendUsage())
-	fs.StringVar(&f.impair, "impair", runner.ImpairAuto, "auto, kernel (host sch_netem), userspace (netem/userspace engine), uml (whole run in User Mode Linux), none")
+	fs.StringVar(&f.impair, "impair", runner.ImpairAuto, impairUsage())
 	fs.StringVar(&f.results, "results", "results", "results root: the run writes RESULTS/RUNID/")
 	fs.StringVar(&f.runID, "run-id", "", "run ID (default: generated, tb + 6 hex digits)")
 	fs.StringVar(&f.agent, "agent", agentBinary(), "agent binary")
@@ -51,6 +55,12 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer, log *s
 	fs.Float64Var(&f.timeScale, "time-scale", 0, "application time scale (default: the experiment's); the distortion of compressed time is measured by comparing runs at several")
 	fs.IntVar(&f.rtPrio, "rt-priority", 5, "run the agents SCHED_FIFO at this priority, below the userspace engine's relay (10), as dedicated hosts would run them (0: normal scheduling)")
 	fs.IntVar(&f.cpu, "cpu", -1, "with --impair uml: pin the instance to this host CPU (-1: the first free)")
+	return fs
+}
+
+func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer, log *slog.Logger) int {
+	var f runFlags
+	fs := runFlagSet(&f, stderr)
 	if code, stop := cli.Parse(fs, args, stdout); stop {
 		return code
 	}
@@ -110,28 +120,37 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer, log *s
 		}
 		return exitRunError
 	}
-	if f.backend == "container" {
-		// The container backend chooses its own path: containers share
-		// the host's kernel, and UML cannot run Docker.
-		return runContainer(ctx, f, e, claim, expPath, f.impair, "forced by --impair "+f.impair, stdout, stderr, log)
+	containers := f.backend == "container"
+	var registryErr error
+	impair, why, err := chooseImpairment(impairRequest{want: f.impair, containers: containers, need: needsImpairment(e),
+		checkKernel: func() error {
+			// The pre-flight's scratch namespace is the run's until it is gone.
+			if registryErr = claim.AddNamespaces(netem.KernelCheckNS(f.runID)); registryErr != nil {
+				return registryErr
+			}
+			return netem.CheckKernel(f.runID)
+		}})
+	if registryErr != nil {
+		claim.Release()
+		fmt.Fprintln(stderr, "harness run: run registry:", registryErr)
+		return exitRunError
 	}
-	if f.impair == runner.ImpairAuto {
-		if err := claim.AddNamespaces(netem.KernelCheckNS(f.runID)); err != nil {
-			claim.Release()
-			fmt.Fprintln(stderr, "harness run: run registry:", err)
-			return exitRunError
-		}
-	}
-	impair, why, err := chooseImpairment(f.impair, f.runID)
 	if err != nil {
 		claim.Release()
-		fmt.Fprintln(stderr, "harness run:", err)
+		if containers {
+			fmt.Fprintln(stderr, "harness run --backend container:", err)
+		} else {
+			fmt.Fprintln(stderr, "harness run:", err)
+		}
 		return exitUsage
 	}
-	log.Info("impairment path", "path", impair, "why", why)
+	log.Info("impairment path", "backend", f.backend, "path", impair, "why", why)
+	if containers {
+		return runContainer(ctx, f, e, claim, expPath, impair, why, stdout, stderr, log)
+	}
 	if impair == runner.ImpairUML {
 		defer claim.Release()
-		return runInUML(ctx, f, expPath, stdout, stderr, log)
+		return runInUML(ctx, f, fs, expPath, stdout, stderr, log)
 	}
 	dir, err := runner.Run(ctx, runner.Options{Experiment: e, ExperimentFile: expPath, ResultsRoot: f.results, RunID: f.runID, Claim: claim,
 		Impair: impair, ImpairReason: why, AgentBin: f.agent, RTPriority: f.rtPrio, Duration: f.duration, Log: log, Progress: stderr, TTY: isTTY(stderr)})
@@ -191,8 +210,8 @@ func (f *runFlags) check() string {
 		return "--backend " + backend.Check(f.backend).Error()
 	case f.backend == sim.Name && f.impair != runner.ImpairAuto:
 		return fmt.Sprintf("--impair %s: the simulator's links are the userspace engine's netem model; leave --impair out", f.impair)
-	case !slices.Contains([]string{runner.ImpairAuto, runner.ImpairKernel, runner.ImpairUserspace, runner.ImpairUML, runner.ImpairNone}, f.impair):
-		return fmt.Sprintf("--impair %q: want auto, kernel, userspace, uml or none", f.impair)
+	case checkImpair(f.impair) != "":
+		return checkImpair(f.impair)
 	case f.cpu < -1:
 		return "--cpu must be a CPU number, or -1 for the first free"
 	case f.results == "":

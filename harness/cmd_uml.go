@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -26,7 +27,7 @@ func umlAvailable() error { return uml.Probe() }
 // the host's filesystem (hostfs), so the results land on the host. The
 // job's exit status comes back; analysis then runs on the host, at native
 // speed.
-func runInUML(ctx context.Context, f runFlags, expPath string, stdout, stderr io.Writer, log *slog.Logger) int {
+func runInUML(ctx context.Context, f runFlags, fs *flag.FlagSet, expPath string, stdout, stderr io.Writer, log *slog.Logger) int {
 	self, err := os.Executable()
 	if err != nil {
 		fmt.Fprintln(stderr, "harness run:", err)
@@ -34,18 +35,8 @@ func runInUML(ctx context.Context, f runFlags, expPath string, stdout, stderr io
 	}
 	resultsRoot, _ := filepath.Abs(f.results)
 	exp, _ := filepath.Abs(expPath)
-	args := []string{self, "run", "--impair", "kernel", "--run-id", f.runID, "--results", resultsRoot, "--agent", f.agent, "--no-analyze"}
-	if f.duration > 0 {
-		args = append(args, "--duration", f.duration.String())
-	}
-	args = append(args, "--rt-priority", fmt.Sprint(f.rtPrio))
-	if f.timeScale > 0 {
-		args = append(args, "--time-scale", fmt.Sprint(f.timeScale))
-	}
-	if f.replicas > 0 {
-		args = append(args, "--replicas", fmt.Sprint(f.replicas))
-	}
-	args = append(args, exp)
+	args := append([]string{self}, umlArgs(fs, map[string]string{"impair": runner.ImpairKernel, "run-id": f.runID,
+		"results": resultsRoot, "agent": f.agent, "no-analyze": "true"}, exp)...)
 	cpu := f.cpu
 	if cpu < 0 {
 		cpu = 0
@@ -85,6 +76,26 @@ func runInUML(ctx context.Context, f runFlags, expPath string, stdout, stderr io
 		return exitOK
 	}
 	return analyzeDir(dir, stdout, stderr)
+}
+
+// umlArgs is the command line of the harness in the guest: harness run
+// with the same flags as this one (fs, as parsed), but set, which the
+// guest must see otherwise (its impairment is the guest kernel's, the
+// results land on the host's absolute path, analysis runs on the host),
+// and without the flags that act on the host (hostOnlyFlags).
+func umlArgs(fs *flag.FlagSet, set map[string]string, exp string) []string {
+	args := []string{"run"}
+	fs.VisitAll(func(fl *flag.Flag) {
+		if hostOnlyFlags[fl.Name] {
+			return
+		}
+		v, ok := set[fl.Name]
+		if !ok {
+			v = fl.Value.String()
+		}
+		args = append(args, "--"+fl.Name+"="+v)
+	})
+	return append(args, exp)
 }
 
 func tail(s string, n int) string {

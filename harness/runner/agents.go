@@ -17,17 +17,13 @@ import (
 // startAgent starts (or restarts) an agent; join names the member to join
 // through (002 §3.2), which its configuration lists (writeJoinConfig).
 func (r *run) startAgent(ctx context.Context, inst, join string) error {
+	return r.procs.start(ctx, r, inst, join)
+}
+
+// startProcess starts inst as a process of the agent binary, tails its
+// log for the observer, and logs its exit.
+func (r *run) startProcess(ctx context.Context, inst, join string) error {
 	ar := r.agents[inst]
-	if r.simb != nil {
-		p, err := r.startSim(inst, ar, join)
-		if err != nil {
-			return err
-		}
-		r.mu.Lock()
-		ar.proc, ar.running = p, true
-		r.mu.Unlock()
-		return nil
-	}
 	args := r.proto.Args(ar.cfgPath, protocol.Start{Join: join, RTPriority: r.o.RTPriority})
 	stderr, err := os.OpenFile(filepath.Join(r.dir, results.LogsDir, inst+".stderr"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {

@@ -1,7 +1,6 @@
 package runner
 
 import (
-	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -64,12 +63,9 @@ func (r *run) writeConfigs() error {
 // from the same file.
 func (r *run) writeJoinConfig(inst, via string) error { return r.writeConfig(inst, []string{via}) }
 
-// writeConfig writes inst's configuration file listing peers, as its
-// protocol words it. A simulation keeps the configuration in memory
-// instead when the protocol can (protocol.SimConfigured): n agents that
-// know each other would write n(n-1) peer entries, and parse them back.
+// writeConfig gives inst its configuration listing peers, as its
+// protocol words it (processes.configure).
 func (r *run) writeConfig(inst string, peers []string) error {
-	ar := r.agents[inst]
 	ps := make([]protocol.Process, 0, len(peers))
 	for _, other := range peers {
 		ps = append(ps, r.process(other))
@@ -77,21 +73,7 @@ func (r *run) writeConfig(inst string, peers []string) error {
 	files := protocol.Files{CACert: filepath.Join(r.keyDir, ca.CACertFile), Credentials: r.keyDir,
 		PeerCert: r.certPath,
 		Log:      filepath.Join(r.absDir(), results.LogsDir, inst+".jsonl")}
-	seed := r.e.Seed ^ hash(inst)
-	if sc, ok := r.proto.(protocol.SimConfigured); ok && r.simb != nil {
-		start, err := sc.SimConfig(r.e, r.process(inst), ps, files, seed)
-		if err != nil {
-			return fmt.Errorf("%s: configuration: %w", inst, err)
-		}
-		ar.simStart, ar.cfgPath = start, ""
-		return nil
-	}
-	b, err := r.proto.Config(r.e, r.process(inst), ps, files, seed)
-	if err != nil {
-		return fmt.Errorf("%s: configuration: %w", inst, err)
-	}
-	ar.cfgPath = filepath.Join(r.keyDir, inst+".yaml")
-	return os.WriteFile(ar.cfgPath, b, 0o600)
+	return r.procs.configure(r, inst, ps, files, r.e.Seed^hash(inst))
 }
 
 // certPath is the file of inst's certificate in the key directory: one

@@ -2,7 +2,6 @@ package runner
 
 import (
 	"bytes"
-	"encoding/json"
 	"io"
 	"log/slog"
 	"net/netip"
@@ -35,7 +34,7 @@ links:
 		t.Fatal(err)
 	}
 	var logBuf bytes.Buffer
-	r := &run{e: e, o: Options{Log: slog.New(slog.NewTextHandler(io.Discard, nil))}, agents: map[string]*agentRun{},
+	r := &run{seams: realSeams(), e: e, o: Options{Log: slog.New(slog.NewTextHandler(io.Discard, nil))}, agents: map[string]*agentRun{},
 		planned: map[[2]string]netem.Profile{}, outages: map[[2]string]int{}, hlog: eventlog.NewWriter(&logBuf, "harness")}
 	for i, n := range []string{"A", "B"} {
 		inst := results.Instance(n, 1)
@@ -64,12 +63,7 @@ links:
 	end1[0].do()
 
 	var ends []string
-	dec := json.NewDecoder(&logBuf)
-	for dec.More() {
-		var ev eventlog.Event
-		if err := dec.Decode(&ev); err != nil {
-			t.Fatal(err)
-		}
+	for _, ev := range harnessEvents(t, &logBuf) {
 		if ev.Kind == eventlog.OutageEnd {
 			ends = append(ends, ev.Link+" "+ev.Profile)
 		}

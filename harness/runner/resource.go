@@ -81,27 +81,34 @@ func (r *run) wantsResource() bool {
 	return false
 }
 
-// planResource adds each replica's server to the network to build and
-// gives its address to the agents that need it. The simulator runs no
-// processes of its own and its agents do no I/O: there the operation is
-// the hold, which is all 003's own simulation modelled.
+// planResource plans the shared resource (host.planResource), when an
+// agent wants it.
 func (r *run) planResource(spec *backend.Spec) error {
 	if !r.wantsResource() {
 		return nil
 	}
-	if r.simb != nil {
-		for _, ar := range r.agents {
-			if needsServer(ar.spec.Config) {
-				cfg, err := withOperation(ar.spec.Config, agentres.Config{Kind: agentres.KindHold})
-				if err != nil {
-					return err
-				}
-				ar.spec.Config = cfg
+	return r.host.planResource(r, spec)
+}
+
+// holdInsteadOfResource makes the hold the operation of every agent that
+// wants the resource.
+func (r *run) holdInsteadOfResource() error {
+	for _, ar := range r.agents {
+		if needsServer(ar.spec.Config) {
+			cfg, err := withOperation(ar.spec.Config, agentres.Config{Kind: agentres.KindHold})
+			if err != nil {
+				return err
 			}
+			ar.spec.Config = cfg
 		}
-		r.o.Log.Info("resource server: none in the simulator; the operation is the hold")
-		return nil
 	}
+	r.o.Log.Info("resource server: none in the simulator; the operation is the hold")
+	return nil
+}
+
+// planServers adds each replica's server to the network to build and
+// gives its address to the agents that need it.
+func (r *run) planServers(spec *backend.Spec) error {
 	if _, taken := r.e.Agent(ResourceName); taken {
 		return fmt.Errorf("agent name %q is reserved for the resource server", ResourceName)
 	}

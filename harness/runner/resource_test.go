@@ -20,9 +20,9 @@ func resourceRun(t *testing.T, simulated bool) (*run, *backend.Spec) {
 		t.Fatal(err)
 	}
 	e := &experiments.Experiment{Agents: []experiments.Agent{{Name: "A", Config: op}, {Name: "B", Config: op}}}
-	r := &run{e: e, agents: map[string]*agentRun{}, o: Options{Log: slog.New(slog.NewTextHandler(io.Discard, nil))}}
+	r := &run{seams: realSeams(), e: e, agents: map[string]*agentRun{}, o: Options{Log: slog.New(slog.NewTextHandler(io.Discard, nil))}}
 	if simulated {
-		r.simb = &sim.Backend{}
+		r.seams = simSeams(&sim.Backend{}, 1)
 	}
 	pfx := netip.MustParsePrefix("10.77.0.0/24")
 	spec := &backend.Spec{Prefixes: []netip.Prefix{pfx}, Replicas: [][]backend.Agent{nil}}

@@ -17,9 +17,11 @@
 // and configuration files), topology.go (impairment, capture, topology),
 // agents.go (starting processes), schedule.go (the nemesis), cleanup.go,
 // claims.go (the run-ID claims that harness clean reads),
-// provenance.go (revision and kernel), sim.go (the simulator's seams:
-// clock, process start, links, capture), kerneltree.go and userspace.go
-// (the impairment paths).
+// provenance.go (revision and kernel), seams.go (what differs between a
+// run on a network and a simulated one: clock, host, process start,
+// links, capture; chosen once, with their real implementations), sim.go
+// (the simulator's implementations of the seams), kerneltree.go and
+// userspace.go (the impairment paths).
 package runner
 
 import (
@@ -36,7 +38,6 @@ import (
 	"sync"
 	"time"
 
-	"tokenbed/agent/ca"
 	"tokenbed/agent/eventlog"
 	"tokenbed/experiments"
 	"tokenbed/harness/backend"
@@ -44,7 +45,6 @@ import (
 	"tokenbed/harness/capture"
 	"tokenbed/harness/protocol"
 	"tokenbed/harness/results"
-	"tokenbed/harness/sim"
 	"tokenbed/netem"
 	"tokenbed/netem/userspace"
 )
@@ -132,13 +132,10 @@ func Run(ctx context.Context, o Options) (dir string, err error) {
 	if o.Duration == 0 {
 		o.Duration = e.Duration
 	}
-	if _, simulated := o.Backend.(*sim.Backend); !simulated {
-		if o.AgentBin == "" {
-			return "", errors.New("runner: no agent binary")
-		}
-		if _, err := os.Stat(o.AgentBin); err != nil {
-			return "", fmt.Errorf("agent binary: %w (build it with make build)", err)
-		}
+	// Before the first event: a simulated run's clock is virtual.
+	s := newSeams(o.Backend, e.TimeScale)
+	if err := s.host.check(o); err != nil {
+		return "", err
 	}
 	if o.Impair == ImpairNone {
 		for _, d := range e.Directions {
@@ -150,11 +147,8 @@ func Run(ctx context.Context, o Options) (dir string, err error) {
 	// Claim the ID, then the results directory, both exclusively, before
 	// writing anything: a reused ID must not touch another run's files.
 	dir = filepath.Join(o.ResultsRoot, o.RunID)
-	_, simulated := o.Backend.(*sim.Backend)
-	if o.Claim == nil && !simulated {
-		// A simulation creates nothing on the host but its results: it
-		// needs no registry entry (and no root).
-		c, err := ClaimID(o.RunID, dir)
+	if o.Claim == nil {
+		c, err := s.host.claim(o.RunID, dir)
 		if err != nil {
 			return "", err
 		}
@@ -172,11 +166,8 @@ func Run(ctx context.Context, o Options) (dir string, err error) {
 	if err != nil {
 		return "", err
 	}
-	r := &run{o: o, e: e, dir: dir, agents: map[string]*agentRun{}, proto: proto, obs: proto.NewObserver(),
+	r := &run{seams: s, o: o, e: e, dir: dir, agents: map[string]*agentRun{}, proto: proto, obs: proto.NewObserver(),
 		planned: map[[2]string]netem.Profile{}, outages: map[[2]string]int{}, crashedHolder: map[int]string{}}
-	if sb, ok := o.Backend.(*sim.Backend); ok {
-		r.simb = sb // before the first event: the run's clock is virtual
-	}
 	defer func() {
 		if p := recover(); p != nil {
 			r.cleanup()
@@ -201,6 +192,7 @@ type agentRun struct {
 }
 
 type run struct {
+	seams // what differs in a simulation (seams.go)
 	// The profile each direction (instances) has outside outages, and
 	// how many outages of it are on; the schedule's goroutine only.
 	planned map[[2]string]netem.Profile
@@ -216,8 +208,6 @@ type run struct {
 	hlog          *eventlog.Writer
 	hfile         *os.File
 	cap           recorder
-	simb          *sim.Backend // the simulator, when it is the backend
-	simVerified   *ca.Verified // the simulated agents' shared certificate verifications
 	keyDir        string
 	certPaths     map[string]string      // by instance: its certificate in keyDir
 	trees         map[string]*netem.Tree // by instance: the tree on the queue toward it
@@ -240,7 +230,34 @@ type run struct {
 	faults int
 }
 
+// run is the run's steps, in order; whatever happens, end records how
+// it ended and removes what it created.
 func (r *run) run(ctx context.Context) (err error) {
+	if err := r.begin(); err != nil {
+		return err
+	}
+	defer func() { err = r.end(ctx, err) }()
+	if err := r.openLog(); err != nil {
+		return err
+	}
+	spec, err := r.plan()
+	if err != nil {
+		return err
+	}
+	if err := r.build(ctx, spec); err != nil {
+		return err
+	}
+	if err := r.startClocks(); err != nil {
+		return err
+	}
+	if err := r.startAgents(ctx); err != nil {
+		return err
+	}
+	return r.schedule(ctx)
+}
+
+// begin writes run.json (running) and the experiment as it was loaded.
+func (r *run) begin() error {
 	o, e := r.o, r.e
 	r.info = results.RunInfo{RunID: o.RunID, Experiment: e.Name, Protocol: r.proto.Name(), Seed: e.Seed, GitRevision: gitRevision(), Kernel: kernelRelease(),
 		Impairment: o.Impair, ImpairWhy: o.ImpairReason, TimeScale: e.TimeScale, NetScale: e.NetworkTimeScale,
@@ -254,33 +271,43 @@ func (r *run) run(ctx context.Context) (err error) {
 			return err
 		}
 	}
-	defer func() {
-		cerr := r.cleanup()
-		r.info.Finished = time.Now().UTC()
-		switch {
-		case err == nil && cerr == nil:
-			r.info.Status = "ok"
-		case ctx.Err() != nil:
-			r.info.Status = "interrupted"
-			r.info.Error = context.Cause(ctx).Error()
-		default:
-			r.info.Status = "error"
-			r.info.Error = errors.Join(err, cerr).Error()
-		}
-		if werr := results.WriteJSON(r.dir, results.RunFile, r.info); werr != nil && err == nil {
-			err = werr
-		}
-		if cerr == nil {
-			o.Claim.Release()
-		} else {
-			// Keep the registry entry: harness clean finishes the job.
-			o.Log.Warn("the run left something behind; harness clean --run "+o.RunID+" removes it", "err", cerr)
-		}
-		if cerr != nil && err == nil {
-			err = cerr
-		}
-	}()
+	return nil
+}
 
+// end removes what the run created, records in run.json how it ended,
+// and releases the run ID once nothing is left behind.
+func (r *run) end(ctx context.Context, err error) error {
+	o := r.o
+	cerr := r.cleanup()
+	r.info.Finished = time.Now().UTC()
+	switch {
+	case err == nil && cerr == nil:
+		r.info.Status = "ok"
+	case ctx.Err() != nil:
+		r.info.Status = "interrupted"
+		r.info.Error = context.Cause(ctx).Error()
+	default:
+		r.info.Status = "error"
+		r.info.Error = errors.Join(err, cerr).Error()
+	}
+	if werr := results.WriteJSON(r.dir, results.RunFile, r.info); werr != nil && err == nil {
+		err = werr
+	}
+	if cerr == nil {
+		o.Claim.Release()
+	} else {
+		// Keep the registry entry: harness clean finishes the job.
+		o.Log.Warn("the run left something behind; harness clean --run "+o.RunID+" removes it", "err", cerr)
+	}
+	if cerr != nil && err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// openLog opens the harness event log with its run_started line.
+func (r *run) openLog() error {
+	o, e := r.o, r.e
 	hlog, hfile, err := eventlog.Create(filepath.Join(r.dir, results.LogsDir, results.HarnessLog), "harness")
 	if err != nil {
 		return err
@@ -289,14 +316,20 @@ func (r *run) run(ctx context.Context) (err error) {
 	r.event(eventlog.Event{Kind: eventlog.RunStarted, Seed: e.Seed, TimeScale: e.TimeScale, Version: eventlog.SchemaVersion,
 		Detail: fmt.Sprintf("experiment %s, run %s, impairment %s (%s), replicas %d", e.Name, o.RunID, o.Impair, o.ImpairReason, e.Replicas)})
 	o.Log.Info("run", "id", o.RunID, "experiment", e.Name, "results", r.dir, "impairment", o.Impair, "why", o.ImpairReason)
+	return nil
+}
 
-	spec := backend.Spec{RunID: o.RunID}
+// plan lays out the network to build: each replica's subnet and agents,
+// and the shared resource's servers.
+func (r *run) plan() (backend.Spec, error) {
+	e := r.e
+	spec := backend.Spec{RunID: r.o.RunID}
 	for rep := 0; rep < e.Replicas; rep++ {
 		var as []backend.Agent
 		// One host number more than the agents: the resource server's.
 		pfx, err := backend.ReplicaPrefixFor(Subnet, rep, len(e.Agents)+1)
 		if err != nil {
-			return err
+			return spec, err
 		}
 		spec.Prefixes = append(spec.Prefixes, pfx)
 		r.prefixes = append(r.prefixes, pfx)
@@ -309,22 +342,22 @@ func (r *run) run(ctx context.Context) (err error) {
 		}
 		spec.Replicas = append(spec.Replicas, as)
 	}
-	if err := r.planResource(&spec); err != nil {
-		return err
-	}
-	if r.simb == nil {
-		if err := ensureFiles(len(r.order) + len(r.servers)); err != nil {
-			return err
-		}
-	}
+	return spec, r.planResource(&spec)
+}
+
+// build makes everything the agents need before they start: the host's
+// readiness, credentials, the network, its topology file, impairment,
+// capture, configurations and the resource servers.
+func (r *run) build(ctx context.Context, spec backend.Spec) error {
+	o := r.o
 	r.be = o.Backend
 	if r.be == nil {
 		r.be = nsbackend.New()
 	}
-	if r.simb != nil {
-		r.configureSim()
+	if err := r.host.prepare(r, len(r.order)+len(r.servers)); err != nil {
+		return err
 	}
-	if err := r.credentials(r.simCredentials()); err != nil {
+	if err := r.credentials(r.procs.credentials(r.e.Seed)); err != nil {
 		return err
 	}
 	spec.Mounts = []string{r.keyDir, r.absDir()}
@@ -341,7 +374,7 @@ func (r *run) run(ctx context.Context) (err error) {
 	o.Log.Info("network ready", "agents", len(r.order), "took", time.Since(t0).Round(time.Millisecond))
 	// The topology goes first: a run that fails in the impairment's or
 	// the capture's start-up checks still leaves harness analyze
-	// something to say about it (issue 16).
+	// something to say about it.
 	if err := r.writeTopology(); err != nil {
 		return err
 	}
@@ -358,10 +391,14 @@ func (r *run) run(ctx context.Context) (err error) {
 	if err := r.writeConfigs(); err != nil {
 		return err
 	}
-	if err := r.startResource(ctx); err != nil {
-		return err
-	}
-	r.start = r.now()
+	return r.startResource(ctx)
+}
+
+// startClocks sets the agents' start time and each replica's paper
+// clock, and records them in run.json.
+func (r *run) startClocks() error {
+	e := r.e
+	r.start = r.clock.Now()
 	nominal := map[string]int64{}
 	for inst := range r.agents {
 		nominal[inst] = r.nominalHold(inst)
@@ -371,16 +408,18 @@ func (r *run) run(ctx context.Context) (err error) {
 		c.Nominal = nominal
 		r.clocks = append(r.clocks, c)
 	}
-	r.info.PaperSeconds = o.Duration.Seconds()
-	r.info.ShardSeconds = (o.Duration / time.Duration(e.Replicas)).Seconds()
+	r.info.PaperSeconds = r.o.Duration.Seconds()
+	r.info.ShardSeconds = (r.o.Duration / time.Duration(e.Replicas)).Seconds()
 	r.info.AgentsStartNS = r.start.UnixNano()
-	if err := results.WriteJSON(r.dir, results.RunFile, r.info); err != nil {
-		return err
-	}
-	// Agents that create a token at start go last, once every peer has
-	// logged agent_started: otherwise their first Move can leave before
-	// the peer's socket exists (a container takes ~0.15 s to start) and
-	// the pass pays a Move timeout that is the harness's, not the network's.
+	return results.WriteJSON(r.dir, results.RunFile, r.info)
+}
+
+// startAgents starts the agents that are there from the start. Agents
+// that create a token at start go last, once every peer has logged
+// agent_started: otherwise their first Move can leave before the peer's
+// socket exists (a container takes ~0.15 s to start) and the pass pays a
+// Move timeout that is the harness's, not the network's.
+func (r *run) startAgents(ctx context.Context) error {
 	for _, generators := range []bool{false, true} {
 		for _, inst := range r.order {
 			if sp := r.agents[inst].spec; !sp.Later && sp.Generate == generators {
@@ -393,7 +432,7 @@ func (r *run) run(ctx context.Context) (err error) {
 			return err
 		}
 	}
-	return r.schedule(ctx)
+	return nil
 }
 
 // recorder is where the harness's actions go beside the packets: the live
@@ -404,10 +443,7 @@ type recorder interface {
 }
 
 func (r *run) event(ev eventlog.Event) {
-	if r.simb != nil && ev.MonoNS == 0 {
-		// Virtual time on both clocks, as the simulated processes log.
-		ev.WallNS, ev.MonoNS = r.simb.World.Now().UnixNano(), r.simb.World.Mono()
-	}
+	r.clock.Stamp(&ev)
 	if err := r.hlog.Write(ev); err != nil {
 		r.o.Log.Error("harness log", "err", err)
 	}

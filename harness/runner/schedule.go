@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/netip"
 	"os"
 	"sort"
 	"syscall"
@@ -65,7 +64,7 @@ func (r *run) schedule(ctx context.Context) error {
 	wallStart := time.Now()
 	for {
 		r.followLogs()
-		now := r.now()
+		now := r.clock.Now()
 		nowNS := now.UnixNano()
 		for len(later) > 0 && !later[0].at.After(now) {
 			p := later[0]
@@ -104,7 +103,7 @@ func (r *run) schedule(ctx context.Context) error {
 			r.progress(now, wall.Sub(wallStart), false)
 			lastProgress = wall
 		}
-		if err := r.sleep(ctx, tick.C, r.nextDue(steps, later, done)); err != nil {
+		if err := r.clock.Wait(ctx, tick.C, r.nextDue(steps, later, done)); err != nil {
 			return err
 		}
 	}
@@ -205,50 +204,9 @@ func (r *run) apply(ctx context.Context, s experiments.Step, rep int) ([]pending
 		length := time.Duration(float64(s.For) / r.e.NetworkTimeScale)
 		return r.cut(ds, length, fmt.Sprintf("schedule step %d, fault %d, %v, partition %s", s.Index, r.faults+1, length, experiments.SidesText(sides)))
 	case experiments.ActCrash:
-		targets := r.targets(s.Agent, rep)
-		if r.isWord(s.Agent) && len(targets) == 0 {
-			// The token is between two agents (Move sent, Commit not yet
-			// received): in compressed time that is most of the wall time,
-			// since holds shrink and passes do not. The paper's crash is of
-			// a holder, so wait for the next acquisition.
-			start := r.now()
-			for deadline := start.Add(5 * time.Second); len(targets) == 0 && r.now().Before(deadline); {
-				if err := r.pause(time.Millisecond); err != nil {
-					return nil, err
-				}
-				r.followLogs()
-				targets = r.targets(s.Agent, rep)
-			}
-			if len(targets) == 0 {
-				r.event(eventlog.Event{Kind: eventlog.HarnessNotice, Reason: "crash_skipped", Detail: fmt.Sprintf("schedule step %d: no agent of replica %d held a token for 5 s", s.Index, rep)})
-			} else {
-				r.event(eventlog.Event{Kind: eventlog.HarnessNotice, Peer: targets[0], Reason: "crash_waited", Detail: fmt.Sprintf("schedule step %d: waited %v for a holder", s.Index, r.now().Sub(start).Round(time.Microsecond))})
-			}
+		if err := r.crash(s, rep); err != nil {
+			return nil, err
 		}
-		for _, inst := range targets {
-			r.mu.Lock()
-			ar := r.agents[inst]
-			running := ar.running
-			r.mu.Unlock()
-			if !running {
-				r.event(eventlog.Event{Kind: eventlog.HarnessNotice, Peer: inst, Reason: "crash_skipped", Detail: "agent not running"})
-				continue
-			}
-			held := r.heldBy(inst)
-			// Logged first: the crash event must precede whatever the
-			// analysis finds missing after it.
-			r.event(eventlog.Event{Kind: eventlog.AgentCrash, Peer: inst, Reason: "SIGKILL", Token: held,
-				Detail: fmt.Sprintf("schedule step %d (agent: %s)", s.Index, s.Agent)})
-			if err := ar.proc.Signal(syscall.SIGKILL); err != nil {
-				return nil, fmt.Errorf("crash %s: %w", inst, err)
-			}
-			ar.proc.Wait()
-			r.clocks[rep].Crash(inst, r.now().UnixNano())
-			if r.isWord(s.Agent) {
-				r.crashedHolder[rep] = inst
-			}
-		}
-		r.faults++
 	case experiments.ActLeave:
 		for _, inst := range r.targets(s.Agent, rep) {
 			ar := r.agents[inst]
@@ -308,6 +266,56 @@ func (r *run) apply(ctx context.Context, s experiments.Step, rep int) ([]pending
 	return nil, nil
 }
 
+// crash kills the step's targets (SIGKILL). A crash of "holder" waits
+// for one: the paper crashes a holder, not an agent between passes.
+func (r *run) crash(s experiments.Step, rep int) error {
+	targets := r.targets(s.Agent, rep)
+	if r.isWord(s.Agent) && len(targets) == 0 {
+		// The token is between two agents (Move sent, Commit not yet
+		// received): in compressed time that is most of the wall time,
+		// since holds shrink and passes do not. The paper's crash is of
+		// a holder, so wait for the next acquisition.
+		start := r.clock.Now()
+		for deadline := start.Add(5 * time.Second); len(targets) == 0 && r.clock.Now().Before(deadline); {
+			if err := r.clock.Pause(time.Millisecond); err != nil {
+				return err
+			}
+			r.followLogs()
+			targets = r.targets(s.Agent, rep)
+		}
+		if len(targets) == 0 {
+			r.event(eventlog.Event{Kind: eventlog.HarnessNotice, Reason: "crash_skipped", Detail: fmt.Sprintf("schedule step %d: no agent of replica %d held a token for 5 s", s.Index, rep)})
+		} else {
+			r.event(eventlog.Event{Kind: eventlog.HarnessNotice, Peer: targets[0], Reason: "crash_waited", Detail: fmt.Sprintf("schedule step %d: waited %v for a holder", s.Index, r.clock.Now().Sub(start).Round(time.Microsecond))})
+		}
+	}
+	for _, inst := range targets {
+		r.mu.Lock()
+		ar := r.agents[inst]
+		running := ar.running
+		r.mu.Unlock()
+		if !running {
+			r.event(eventlog.Event{Kind: eventlog.HarnessNotice, Peer: inst, Reason: "crash_skipped", Detail: "agent not running"})
+			continue
+		}
+		held := r.heldBy(inst)
+		// Logged first: the crash event must precede whatever the
+		// analysis finds missing after it.
+		r.event(eventlog.Event{Kind: eventlog.AgentCrash, Peer: inst, Reason: "SIGKILL", Token: held,
+			Detail: fmt.Sprintf("schedule step %d (agent: %s)", s.Index, s.Agent)})
+		if err := ar.proc.Signal(syscall.SIGKILL); err != nil {
+			return fmt.Errorf("crash %s: %w", inst, err)
+		}
+		ar.proc.Wait()
+		r.clocks[rep].Crash(inst, r.clock.Now().UnixNano())
+		if r.isWord(s.Agent) {
+			r.crashedHolder[rep] = inst
+		}
+	}
+	r.faults++
+	return nil
+}
+
 // cut puts 100% loss on the directions ds (instances from>to) for
 // length, which is network time: it must outlast the passing retries. It
 // returns the heal as a pending action. Each direction ends on the
@@ -342,7 +350,7 @@ func (r *run) cut(ds [][2]string, length time.Duration, detail string) ([]pendin
 		})
 	}
 	r.faults++
-	return []pending{{at: r.now().Add(length), do: func() {
+	return []pending{{at: r.clock.Now().Add(length), do: func() {
 		for _, f := range restore {
 			f()
 		}
@@ -424,23 +432,9 @@ func (r *run) plannedProfile(d [2]string) (netem.Profile, error) {
 	return p, nil
 }
 
-// setProfile changes the direction from>to in place: the leaf for from's
-// address in the tree on the queue toward to.
+// setProfile changes the direction from>to in place.
 func (r *run) setProfile(from, to string, p netem.Profile) error {
-	if r.eng != nil {
-		return r.eng.SetProfile(r.agents[from].a.Addr, r.agents[to].a.Addr, p)
-	}
-	if r.simb != nil {
-		return r.simb.World.SetProfile(r.agents[from].a.Addr, r.agents[to].a.Addr, p)
-	}
-	t := r.trees[to]
-	if t == nil {
-		if r.o.Impair == ImpairNone {
-			return fmt.Errorf("impairment none: cannot change %s>%s", from, to)
-		}
-		return fmt.Errorf("no impairment tree toward %s", to)
-	}
-	return t.Change(netip.PrefixFrom(r.agents[from].a.Addr, 32), p)
+	return r.links.setProfile(r, from, to, p)
 }
 
 // followLogs reads what the agents wrote since the last call.

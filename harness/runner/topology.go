@@ -2,12 +2,10 @@ package runner
 
 import (
 	"context"
-	"fmt"
 	"net/netip"
 	"path/filepath"
 
 	"tokenbed/experiments"
-	"tokenbed/harness/capture"
 	"tokenbed/harness/results"
 	"tokenbed/netem"
 )
@@ -16,42 +14,13 @@ import (
 // the queue toward its receiver, keyed by sender (impairKernel).
 func (r *run) impair() error {
 	r.trees = map[string]*netem.Tree{}
-	if r.simb != nil {
-		return r.setProfiles(r.simb.World.SetProfile)
-	}
-	if r.o.Impair == ImpairNone {
-		return nil
-	}
-	if r.o.Impair == ImpairUserspace {
-		return r.impairUserspace()
-	}
-	if r.o.Impair != ImpairKernel {
-		return fmt.Errorf("impairment %q is not available with the %s backend", r.o.Impair, r.be.Name())
-	}
-	return r.impairKernel()
+	return r.links.impair(r)
 }
 
 func (r *run) startCapture(ctx context.Context) error {
-	if r.simb != nil {
-		return r.startSimCapture()
-	}
-	var ifs []capture.Interface
-	for _, inst := range r.order {
-		p, err := r.be.AgentPort(inst)
-		if err != nil {
-			return err
-		}
-		dev := p.Link
-		if d := r.capDev[inst]; d != "" {
-			dev = d
-		}
-		ifs = append(ifs, capture.Interface{Name: inst + "/" + dev, Device: dev, NetNSPath: p.NSPath,
-			Description: fmt.Sprintf("agent %s, %v:%d", inst, r.agents[inst].a.Addr, AgentPort)})
-	}
-	c, err := capture.Create(ctx, filepath.Join(r.dir, results.CaptureFile), capture.Config{Interfaces: ifs, RingBlocks: captureRingBlocks(len(ifs)),
-		Comment: fmt.Sprintf("tokenbed run %s, experiment %s, seed %d", r.o.RunID, r.e.Name, r.e.Seed)})
+	c, err := r.capture.start(ctx, r)
 	if err != nil {
-		return fmt.Errorf("capture: %w", err)
+		return err
 	}
 	r.cap = c
 	return nil
