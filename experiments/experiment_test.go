@@ -152,16 +152,16 @@ checks:
 	}
 }
 
-// The README's complete example must stay a valid experiment.
+// The reference page's complete example must stay a valid experiment.
 func TestReadmeExample(t *testing.T) {
-	b, err := os.ReadFile("../README.md")
+	b, err := os.ReadFile("../docs/reference/experiment-file.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := string(b)
-	i := strings.Index(s, "### Experiment files")
+	i := strings.Index(s, "# Experiment files")
 	if i < 0 {
-		t.Fatal("README has no experiment files section")
+		t.Fatal("docs/reference/experiment-file.md has no experiment files title")
 	}
 	s = s[i:]
 	start := strings.Index(s, "```yaml\n")
@@ -169,7 +169,7 @@ func TestReadmeExample(t *testing.T) {
 	if start < 0 || end < 0 {
 		t.Fatal("no yaml block in the section")
 	}
-	if _, err := experiments.Parse("README.md example", []byte(s[start+8:start+8+end])); err != nil {
+	if _, err := experiments.Parse("docs/reference/experiment-file.md example", []byte(s[start+8:start+8+end])); err != nil {
 		t.Fatal(err)
 	}
 }
