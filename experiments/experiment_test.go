@@ -193,7 +193,7 @@ func expectErrors(t *testing.T, src string, want map[string]int) {
 	}
 }
 
-// Issue 11 item 10: names that would collide at run time are rejected at
+// Names that would collide at run time are rejected at
 // validation, naming the field.
 func TestNamesThatCollide(t *testing.T) {
 	expectErrors(t, `name: x
@@ -217,7 +217,7 @@ agents:
 	})
 }
 
-// Issue 11 items 1 and 11: the schedule's own proof that a step cannot
+// The schedule's own proof that a step cannot
 // work is a validation error at the step's field.
 func TestLifecycleErrors(t *testing.T) {
 	expectErrors(t, `name: x
@@ -296,7 +296,7 @@ schedule:
 	}
 }
 
-// Issue 11 item 12: a duration that does not parse is reported at its
+// A duration that does not parse is reported at its
 // line with its field, beside the file's other errors.
 func TestBadDurationHasLineAndField(t *testing.T) {
 	expectErrors(t, `name: x
@@ -314,7 +314,7 @@ schedule:
 	})
 }
 
-// Issue 11 item 13: Load refuses an oversized file with a clear error
+// Load refuses an oversized file with a clear error
 // rather than reading it (the results keep the bytes that were loaded).
 func TestLoadRefusesHugeFile(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "big.yaml")
