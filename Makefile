@@ -87,13 +87,13 @@ validate-netem: deps
 	$(GO) build $(GOFLAGS_BUILD) -o $(BIN)/validate-netem ./cmd/validate-netem
 	./$(BIN)/validate-netem $(VALIDATE_FLAGS)
 
-# The simulator against real processes (issue 13): experiments/validate-sim.yaml
+# The simulator against real processes: experiments/validate-sim.yaml
 # on the netns backend, then in the simulator in the same shape (the file's
 # seed, replicas and time scale: VALIDATE_SIM_SHAPE must match them), and
-# harness compare prints the table (README "The simulator against real
-# processes") and exits 1 if a figure is outside its tolerance. The
+# harness compare prints the table (docs/simulator.md, "The simulator
+# against real processes") and exits 1 if a figure is outside its tolerance. The
 # allowance is the host's cost per pass that the model leaves out
-# (README). Needs root; about 3 min. Results stay in results/.
+# (docs/simulator.md). Needs root; about 3 min. Results stay in results/.
 VALIDATE_SIM_SHAPE ?= --replicas 4 --time-scale 1000
 VALIDATE_SIM_ALLOWANCE ?= 2ms
 validate-sim: build
@@ -121,7 +121,7 @@ endurance-smoke: build
 nightly: build
 	./$(BIN)/harness run --backend $(BACKEND) --replicas 1 $(HARNESS_FLAGS) experiments/endurance.yaml
 
-# Seed 003 with 150, 300 and 360 real agent processes (issue 16; README
+# Seed 003 with 150, 300 and 360 real agent processes (docs/studies/scale.md,
 # "Hundreds of real agents"), about 10 minutes each: each run's report,
 # then its concurrency from the agents' logs beside the resource server's;
 # make wandering-compare puts the runs beside the simulator and the paper.
@@ -139,7 +139,7 @@ demo: build
 
 # The Wandering Token (seeds 003 and 004) on the simulator: 004 Tables 1,
 # 3, 4, 5 and 003 Figs. 2-5 beside the papers' numbers, in
-# results/wandering/report.md with plots (README, "The Wandering Token").
+# results/wandering/report.md with plots (docs/studies/wandering.md).
 # make wandering keeps every parameter of the papers and shortens what the
 # report's first table says (003's runs to 3*10^4 s, 004 Tables 3-4 to
 # 10^5 time units, Table 5 to 5 transients per N under §5's reading, Table
@@ -176,7 +176,7 @@ ftn: build
 	$(GO) test -count=1 -v -run 'TestSimulatedRun|TestSwarm|TestLiteralHistories|TestBrokenServerCaught|TestAdmittedWindow' ./analysis/ftn
 	for e in experiments/ftn-*.yaml; do ./$(BIN)/harness run --backend $(BACKEND) $(HARNESS_FLAGS) $$e || exit 1; done
 
-# The etcd anchor (issue 14 "Performance"; studies/etcdbench): FTN (3
+# The etcd anchor (docs/studies/ftn-etcd.md; studies/etcdbench): FTN (3
 # servers) and a 3-member etcd cluster (Debian's etcd-server, data on
 # tmpfs) run the same workloads in network namespaces, one after the
 # other: acquire+release latency with 10 clients, unimpaired and with

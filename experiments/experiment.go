@@ -42,7 +42,7 @@ type File struct {
 	Replicas         int           `yaml:"replicas"`
 	// WarmStart starts every agent with its peers' keys cached, as
 	// replicas after the first always do: for runs that stand for the
-	// middle of a long operation (issue 16: 360 agents would pay 129,240
+	// middle of a long operation (cold, 360 agents would pay 129,240
 	// first contacts, a Move timeout each).
 	WarmStart bool        `yaml:"warm_start"`
 	Defaults  Defaults    `yaml:"defaults"`

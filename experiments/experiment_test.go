@@ -152,16 +152,16 @@ checks:
 	}
 }
 
-// The README's complete example must stay a valid experiment.
+// The reference page's complete example must stay a valid experiment.
 func TestReadmeExample(t *testing.T) {
-	b, err := os.ReadFile("../README.md")
+	b, err := os.ReadFile("../docs/reference/experiment-file.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := string(b)
-	i := strings.Index(s, "### Experiment files")
+	i := strings.Index(s, "# Experiment files")
 	if i < 0 {
-		t.Fatal("README has no experiment files section")
+		t.Fatal("docs/reference/experiment-file.md has no experiment files title")
 	}
 	s = s[i:]
 	start := strings.Index(s, "```yaml\n")
@@ -169,7 +169,7 @@ func TestReadmeExample(t *testing.T) {
 	if start < 0 || end < 0 {
 		t.Fatal("no yaml block in the section")
 	}
-	if _, err := experiments.Parse("README.md example", []byte(s[start+8:start+8+end])); err != nil {
+	if _, err := experiments.Parse("docs/reference/experiment-file.md example", []byte(s[start+8:start+8+end])); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -193,7 +193,7 @@ func expectErrors(t *testing.T, src string, want map[string]int) {
 	}
 }
 
-// Issue 11 item 10: names that would collide at run time are rejected at
+// Names that would collide at run time are rejected at
 // validation, naming the field.
 func TestNamesThatCollide(t *testing.T) {
 	expectErrors(t, `name: x
@@ -217,7 +217,7 @@ agents:
 	})
 }
 
-// Issue 11 items 1 and 11: the schedule's own proof that a step cannot
+// The schedule's own proof that a step cannot
 // work is a validation error at the step's field.
 func TestLifecycleErrors(t *testing.T) {
 	expectErrors(t, `name: x
@@ -296,7 +296,7 @@ schedule:
 	}
 }
 
-// Issue 11 item 12: a duration that does not parse is reported at its
+// A duration that does not parse is reported at its
 // line with its field, beside the file's other errors.
 func TestBadDurationHasLineAndField(t *testing.T) {
 	expectErrors(t, `name: x
@@ -314,7 +314,7 @@ schedule:
 	})
 }
 
-// Issue 11 item 13: Load refuses an oversized file with a clear error
+// Load refuses an oversized file with a clear error
 // rather than reading it (the results keep the bytes that were loaded).
 func TestLoadRefusesHugeFile(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "big.yaml")

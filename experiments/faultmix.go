@@ -6,8 +6,7 @@ import (
 	"tokenbed/internal/strictyaml"
 )
 
-// FaultMix is an experiment's optional swarm section (issue 13, "Swarm
-// search for bugs"): the faults `harness swarm` draws, per seed, on top of
+// FaultMix is an experiment's optional swarm section: the faults `harness swarm` draws, per seed, on top of
 // the experiment's own schedule. Each kind gives how many faults a run
 // may get (uniform in 0..Count) and how long each lasts (uniform in
 // [Min, Max]); a run without the section is never swarmed.

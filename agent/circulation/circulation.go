@@ -14,7 +14,7 @@
 // Policies register by role name (Register, from their package's init);
 // the agent builds the configured one with New, and an unknown role is an
 // error listing the registered ones. Adding a policy is one package and
-// its registration line (README, "Adding a circulation policy").
+// its registration line (docs/extending/circulation-policy.md).
 package circulation
 
 import (

@@ -15,7 +15,8 @@ const DefaultRole = "randomwalk"
 // policy's own section.
 type Env struct {
 	// TimeScale divides the policy's durations: sections are written in
-	// paper time, policies run in real time (compressed time, README).
+	// paper time, policies run in real time (compressed time,
+	// docs/studies/endurance.md).
 	TimeScale float64
 	// Generate: the agent generates a token when it starts (its
 	// configuration's generate, the --generate flag).

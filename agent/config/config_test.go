@@ -87,7 +87,7 @@ randomwalk:
 	}
 }
 
-// Issue 11 item 12: every unparsable duration is reported, each at its
+// Every unparsable duration is reported, each at its
 // line with its field, together with the other errors of the file.
 func TestBadDurationsAllReportedWithLines(t *testing.T) {
 	p := write(t, `name: A
@@ -118,7 +118,7 @@ role: juggler
 	}
 }
 
-// Issue 11 item 14: a negative time_scale is one mistake, reported once
+// A negative time_scale is one mistake, reported once
 // (network_time_scale defaults to it and is not wrong on its own).
 func TestNegativeTimeScaleOneError(t *testing.T) {
 	c, err := Load(write(t, "name: A\nlisten: 10.0.0.1:7400\nca: ca.crt\ncredentials: .\ntime_scale: -2\n"))

@@ -52,9 +52,8 @@ func ReplicaPrefix(base netip.Prefix, r int) netip.Prefix {
 // ReplicaPrefixFor is the subnet of replica r under base for replicas of
 // n agents each: the /24 numbered r (ReplicaPrefix) while n fits in it
 // (host numbers 1..254), else the smallest wider block that holds n,
-// the r-th of its size. A /24 silently put the 254th agent on the
-// broadcast address and the rest in the next replica's subnet (issue 16:
-// 360 agents).
+// the r-th of its size. A /24 alone would put a 254th agent on the
+// broadcast address and the rest in the next replica's subnet.
 func ReplicaPrefixFor(base netip.Prefix, r, n int) (netip.Prefix, error) {
 	bits := 24
 	for bits > base.Bits() && (1<<(32-bits))-2 < n {

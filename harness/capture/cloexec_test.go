@@ -8,8 +8,9 @@ import (
 	"tokenbed/internal/testenv"
 )
 
-// A capture socket must not leak into the processes the harness starts
-// (issue 16: every agent held every earlier agent's capture socket).
+// A capture socket must not leak into the processes the harness starts:
+// afpacket opens it without close-on-exec, so every agent would hold every
+// earlier agent's capture socket.
 func TestCaptureSocketIsCloseOnExec(t *testing.T) {
 	testenv.RequireRoot(t, "opens an AF_PACKET socket")
 	tp, _, err := openHere("lo", Config{RingBlockSize: DefaultRingBlockSize, RingBlocks: 2})

@@ -80,9 +80,9 @@ func openHere(dev string, cfg Config) (*afpacket.TPacket, linkInfo, error) {
 		return nil, info, err
 	}
 	// afpacket opens its socket without SOCK_CLOEXEC: every process the
-	// harness started afterwards inherited every capture socket (at 150
-	// agents, 151 sockets in each agent; quadratic in the agents, issue
-	// 16). Held under ForkLock, as the standard library's own sockets
+	// harness starts afterwards would inherit every capture socket (at
+	// 150 agents, 151 sockets in each agent; quadratic in the agents).
+	// Held under ForkLock, as the standard library's own sockets
 	// are, no fork can slip in before the flag is set.
 	syscall.ForkLock.RLock()
 	tp, err := afpacket.NewTPacket(

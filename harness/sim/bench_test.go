@@ -43,8 +43,7 @@ func BenchmarkEndurance(b *testing.B) {
 	}
 }
 
-// BenchmarkScale is the time and memory per simulated agent (issue 13,
-// "Scale"): N agents in one random walk (a token held 100 ms, 2 ms
+// BenchmarkScale is the time and memory per simulated agent: N agents in one random walk (a token held 100 ms, 2 ms
 // links), 60 paper seconds, set-up included. Set-up is linear in the
 // directions, n(n-1); a direction's netem model is built when its first
 // datagram needs it.

@@ -1,4 +1,4 @@
-// Package sim is the testbed's deterministic simulator (issue 13): the
+// Package sim is the testbed's deterministic simulator: the
 // processes of a protocol, unchanged, on the userspace engine's model of
 // netem, in virtual time. It is a backend like the others (registered as
 // "sim"): the runner (harness/runner) loads the experiment, expands its

@@ -1,6 +1,5 @@
-// Package swarm is swarm search for bugs in the simulator (issue 13,
-// "Swarm search for bugs"; the idea is swarm testing and FoundationDB's
-// simulation, the shrinking Jepsen's): many seeds of one experiment, each
+// Package swarm is swarm search for bugs in the simulator (the idea is
+// swarm testing and FoundationDB's simulation, the shrinking Jepsen's): many seeds of one experiment, each
 // with its own random fault schedule drawn from the experiment's fault
 // mix (experiments.FaultMix), each run in the simulator and judged by the
 // analysis's own checkers of the protocol's invariants (token passing:

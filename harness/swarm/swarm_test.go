@@ -193,7 +193,7 @@ func TestSwarmFindsThePlantedBug(t *testing.T) {
 	}
 }
 
-// BenchmarkSeedsPerMinute is issue 13's figure: seeds per minute of a
+// BenchmarkSeedsPerMinute is the swarm's speed: seeds per minute of a
 // one-hour, three-agent experiment with drawn faults, on every CPU.
 //
 //	go test -run - -bench SeedsPerMinute -benchtime 8x ./harness/swarm

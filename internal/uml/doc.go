@@ -1,8 +1,8 @@
 // Package uml runs a command inside a User Mode Linux guest: a Linux kernel
 // that runs as an ordinary host process, with the host's root filesystem as
 // its own root (hostfs). The guest has kernel features that the host kernel
-// may lack, sch_netem first of all (netem.CheckKernel tells; README.md,
-// "The harness", lists the impairment paths), while every
+// may lack, sch_netem first of all (netem.CheckKernel tells;
+// docs/netem.md lists the impairment paths), while every
 // host path stays valid inside it: a job can run a binary built on the host
 // and leave files that the host reads afterwards.
 //

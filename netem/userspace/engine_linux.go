@@ -171,8 +171,8 @@ func (e *Engine) Attach(ns netns.NsHandle, addr netip.Addr, peers []netip.Addr) 
 // routes whatever the number of peers. The route through the TUN device
 // replaces the subnet's connected route (same destination and metric 0),
 // and the prohibit route stays behind it. Per-peer routes cost N(N-1)
-// netlink calls for N agents: 258,000 took 3.5 minutes at 360 agents
-// (issue 16). A destination in subnet that is not attached reaches the
+// netlink calls for N agents: 258,000 take minutes at 360 agents. A
+// destination in subnet that is not attached reaches the
 // engine and is counted in Stats.NoRoute; an address the agent must reach
 // around the engine needs a longer route of its own.
 //

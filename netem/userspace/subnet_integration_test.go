@@ -9,7 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// AttachSubnet (two routes per agent, issue 16) carries traffic to every
+// AttachSubnet (two routes per agent, whatever the peers) carries traffic to every
 // peer in the subnet through the engine, the connected route of the
 // agents' link included, and fails closed like Attach: once the engine's
 // devices are gone, nothing reaches a peer over the bridge.

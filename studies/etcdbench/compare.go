@@ -193,8 +193,8 @@ func profileName(p string) string {
 	return p
 }
 
-// FigureTable is the comparison: one line per figure of issue 14
-// "Performance" (figure | FTN | etcd | etcd/FTN | conditions), the
+// FigureTable is the comparison: one line per performance figure
+// (figure | FTN | etcd | etcd/FTN | conditions), the
 // durability settings, and the machine's load.
 func FigureTable(s Suite) string {
 	var b strings.Builder

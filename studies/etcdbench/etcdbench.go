@@ -1,5 +1,5 @@
-// Package etcdbench is the etcd anchor of issue 14 ("Performance, side by
-// side with what users would pick instead"): the FTN lock service (seed
+// Package etcdbench is the etcd anchor (performance side by side with
+// what users would pick instead of FTN): the FTN lock service (seed
 // 001) and a 3-member etcd cluster (Debian's etcd-server) run the same
 // workload, each in network namespaces built by the harness's netns
 // backend with the same netem profile on every direction, and one reader
@@ -18,7 +18,7 @@
 // runner's kernel impairment does), FTN's processes get ftnconfig files
 // as the FTN plug-in writes them, and the etcd clients log in ftnlog's
 // history schema. Its one fault is Config.Crash, the leader's SIGKILL
-// (issue 14 "failover time after a leader crash"); the runner's other
+// (to measure the failover time after a leader crash); the runner's other
 // schedule actions (partitions, outages) it does not have.
 //
 // # Figures
@@ -29,7 +29,7 @@
 // (MeasureFailover). Suite runs them all and FigureTable puts them side
 // by side (`make ftn-etcd`).
 //
-// # Durability (issue 14 "Honesty")
+// # Durability (what each system promises)
 //
 // etcd fsyncs its WAL before it acknowledges a write (3.4 has no switch
 // to turn that off); its data directories are under Config.DataRoot:

@@ -64,8 +64,8 @@ func Throughput(clients [][]int64, from, to int64) (n int, perS float64) {
 	return n, float64(n) / (float64(to-from) / 1e9)
 }
 
-// Failover is what the clients saw of a crash of the leader (issue 14
-// "failover time after a leader crash"), from their completions alone,
+// Failover is what the clients saw of a crash of the leader (the failover
+// time after a leader crash), from their completions alone,
 // so that both systems are measured alike. A client's interruption is
 // its longest gap between two consecutive completions (ok) that reaches
 // into the window W after the crash; the client is served again at the

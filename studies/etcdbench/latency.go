@@ -19,7 +19,7 @@ type Sample struct {
 	InvokedNS int64
 }
 
-// Total is the acquire+release latency: the figure issue 14 asks for.
+// Total is the acquire+release latency: the headline figure of a lock service.
 func (s Sample) Total() time.Duration { return s.Acquire + s.Release }
 
 // Samples reads one client's history (its log's events in order, the

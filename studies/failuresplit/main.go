@@ -1,5 +1,5 @@
-// Command failuresplit is the study of README "The failure split" (issue
-// 13): which network failures the token passing operation detects by the
+// Command failuresplit is the study of docs/studies/endurance.md, "The
+// failure split": which network failures the token passing operation detects by the
 // ack timeout and which by the commit timeout (seed 002 §3.3: 37 and 23
 // of 60), as a function of the outage's direction, its length, its
 // position relative to the exchange, and the time scale of the run. Every
@@ -45,7 +45,7 @@ import (
 // checks.
 const topology = `
 name: failuresplit
-description: README "The failure split"
+description: the failure split (docs/studies/endurance.md)
 seed: %d
 duration: %s
 time_scale: %g

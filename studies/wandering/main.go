@@ -71,7 +71,7 @@ func scenarios() []Scenario {
 		{Name: "t5-w004-n300", Role: "wandering-004", Section: sec004, N: 300, Seed: 46, Transients: 100, Settle: 10 * k * time.Second},
 		// Table 5 again under Fig. 2's literal removal rule (any token
 		// other than lasttoken), the same seeds: the reading §5's text
-		// does not give, which the README compares.
+		// does not give, which docs/studies/wandering.md compares.
 		{Name: "t5fig2-w004-n150", Role: "wandering-004", Section: sec004fig2, N: 150, Seed: 45, Transients: 100, Settle: 10 * k * time.Second},
 		{Name: "t5fig2-w004-n300", Role: "wandering-004", Section: sec004fig2, N: 300, Seed: 46, Transients: 100, Settle: 10 * k * time.Second},
 		{Name: "f2-baseline-n300", Role: "baseline", Section: base003, N: 300, Span: 100 * k * time.Second, Seed: 31},

@@ -7,15 +7,13 @@
 // mean γgenerate generates one; spurious tokens are removed by the
 // timestamp sandwich rule.
 //
-// Comments cite the lines of Fig. 1 ("line 12"). Audit against the
-// figure (issue 16): lines 2, 3, 8, 18–21, 24–25, 30–32 were already
-// implemented as written; line 12 was not quite: the old code looked only
-// after the latest earlier visit of the token, the figure asks whether
-// any earlier visit is followed by a token with a lower timestamp (∃ i, j).
-// The two differ once the bounded history has dropped entries, or after a
-// token survived a sandwich (a sandwiched token is discarded and pushed,
-// line 35, so the latest visit is then the discarded one). Lines 24 and 31
-// now log op_started/op_finished (circulation.OpStart/OpEnd).
+// Comments cite the lines of Fig. 1 ("line 12"). Line 12 asks whether
+// any earlier visit of the token is followed by a token with a lower
+// timestamp (∃ i, j), not only the latest earlier visit: the two differ
+// once the bounded history has dropped entries, or after a token survived
+// a sandwich (a sandwiched token is discarded and pushed, line 35, so the
+// latest visit is then the discarded one). Lines 24 and 31 log
+// op_started/op_finished (circulation.OpStart/OpEnd).
 //
 // It plugs into the project's 4-way secure passing operation (002 §3),
 // like the random walk of 002 §3.2: only the routing rule differs. Seed

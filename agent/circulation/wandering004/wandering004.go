@@ -20,8 +20,7 @@
 //     Δmax = 3·Δmin; its values column, and every table caption, say
 //     Δmin = 600 with Δop = 4 for both N = 150 and N = 300, which the
 //     formula does not give (900 and 1800). Config.Min, when set, wins;
-//     the experiments set 600 s, the captions' value (README, "The
-//     Wandering Token").
+//     the experiments set 600 s, the captions' value (docs/wandering.md).
 //
 // Our reading of Fig. 2, whose test compares token→timestamp with
 // lasttoken→timestamp (two generation times, which would make every
@@ -37,7 +36,8 @@
 // RemovalAny is Fig. 2's literal test instead (within Δmin of A, every
 // token other than lasttoken is discarded, older or younger): the
 // "domino effect" of §5, under which regenerated tokens remove each
-// other (README, "The Wandering Token", 004 Table 5 both ways).
+// other (docs/wandering.md; docs/studies/wandering.md, 004 Table 5 both
+// ways).
 //
 // Seed 004 passes the token with a 3-way protocol (§4: Move, Ack,
 // Commit). Here it runs over the project's 4-way secure passing (002 §3,

@@ -1,7 +1,7 @@
 // Package codec is the FTN lock service's datagram: a message
 // (agent/ftn/msg) authenticated with the project's CA and Ed25519
-// signatures (issue 14: seed 001 assumes no Byzantine failures, but a
-// lock service on a shared network must still know who asks). It reuses
+// signatures (seed 001 assumes no Byzantine failures, but a lock service
+// on a shared network must still know who asks). It reuses
 // agent/ca's credentials and certificate verifier; the layout is its own,
 // since token passing's agent/wire format has no room for a lock
 // service's messages.

@@ -9,7 +9,7 @@ import (
 	"tokenbed/agent/ftn/msg"
 )
 
-// Workload is a client's random activity (issue 14 "Workload role"):
+// Workload is a client's random activity (the workload role of a run):
 // operations start at Rate per second (exponential gaps); each acquires
 // one of Names names ("t0".."tN-1"), shared with probability Shared,
 // holds it for Hold (writing its data first when exclusive and reading

@@ -143,7 +143,7 @@ func (m Mode) String() string {
 	return fmt.Sprintf("Mode(%d)", uint8(m))
 }
 
-// Fence is a fencing number, beyond the seed (issue 14). Epoch is the
+// Fence is a fencing number, beyond the seed (001 has none). Epoch is the
 // global state version at which the granting server took responsibility
 // for the name (created, received by transfer or reclaimed its entry);
 // Counter counts the grants of that entry. See the server package for

@@ -45,7 +45,7 @@
 // life) that it does not yet know a majority of servers holds: see
 // "Fencing numbers" and Server.act.
 //
-// # Fencing numbers (beyond the seed, issue 14)
+// # Fencing numbers (beyond the seed)
 //
 // Every grant carries a Fence (Epoch, Counter). A server creates its
 // entry for a token name, receives it by transfer, or reclaims it from

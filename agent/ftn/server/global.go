@@ -61,7 +61,7 @@ func moves(old, ng msg.Global) bool {
 // server (hand off names, query the clients, send transfers), once a
 // majority holds it; until then the server serves nothing.
 //
-// Why (issue 14's fencing guarantee, see the package comment; 001
+// Why (the fencing guarantee, see the package comment; 001
 // "Receiving global state" and "When a Server Crashes" let survivors
 // serve a DOWN server's names once they have queried the clients, and
 // say nothing of a leader that is itself cut off): a leader cut off from the majority may still count a server

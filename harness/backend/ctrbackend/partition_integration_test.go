@@ -8,7 +8,7 @@ import (
 	"tokenbed/harness/runner/runnertest"
 )
 
-// A partition step (issue 14) in containers: the cut of A,B from C,D
+// A partition step in containers: the cut of A,B from C,D
 // holds for its 20 s (paper time; 2 s of wall time at time scale 10) on
 // every direction between the sides and on none within them, and the token
 // crosses before and after but never during it, as in the simulator and

@@ -17,7 +17,7 @@ import (
 
 // passBenchExperiment is the experiment the pass benchmark runs: the
 // endurance smoke run's topology, profiles and replicas (24 agents in 48
-// containers on this 2-core machine is the case of issue 15), cut to
+// containers, many more than a 2-core host's CPUs: the loaded case), cut to
 // passBenchPaper of paper time (about 25 s of wall time per run).
 const (
 	passBenchExperiment = "../../../experiments/endurance-smoke.yaml"

@@ -39,9 +39,9 @@ import (
 //     The share also bounds what a real-time agent can take from the
 //     machine.
 //
-// Without them (issue 15) the agents of a container run were the only
-// ones at normal priority, and a pass's tail moved with the machine's
-// load: BenchmarkPassLatency splits the cost.
+// Without them the agents of a container run would be the only ones at
+// normal priority, and a pass's tail would move with the machine's load:
+// BenchmarkPassLatency splits the cost.
 //
 // Equivalent to, for a run of N agents:
 //

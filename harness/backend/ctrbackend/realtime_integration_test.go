@@ -17,10 +17,9 @@ import (
 // An agent in a container that asks for real-time priority (agent
 // --rt-priority, which harness run passes by default) gets it, as in the
 // netns backend: every thread SCHED_FIFO at that priority, inside the
-// run's own cgroup with its share of the real-time budget (issue 15:
-// without it the agents were the only ones at normal priority and a
-// pass's tail moved with the machine's load). The cgroup goes with the
-// run.
+// run's own cgroup with its share of the real-time budget (without it
+// the agents would be the only ones at normal priority and a pass's tail
+// would move with the machine's load). The cgroup goes with the run.
 func TestAgentRealTime(t *testing.T) {
 	requireDocker(t)
 	before := dockerState(t)

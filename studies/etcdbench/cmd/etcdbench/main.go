@@ -1,5 +1,4 @@
-// Command etcdbench is the etcd anchor of issue 14 (package
-// studies/etcdbench): it runs the FTN lock service and a 3-member etcd
+// Command etcdbench is the etcd anchor (package studies/etcdbench): it runs the FTN lock service and a 3-member etcd
 // cluster with the same workload in network namespaces under each
 // profile, then throughput with 50 closed-loop clients and failover
 // after a crash of the leader, and prints one comparison table.
