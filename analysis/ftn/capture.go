@@ -74,16 +74,14 @@ import (
 	"strings"
 
 	"github.com/gopacket/gopacket"
-	"github.com/gopacket/gopacket/layers"
-	"github.com/gopacket/gopacket/pcapgo"
 
 	"tokenbed/agent/ca"
 	"tokenbed/agent/ftn/codec"
 	"tokenbed/agent/ftn/ftnlayer"
 	"tokenbed/agent/ftn/msg"
 	"tokenbed/analysis"
-	"tokenbed/analysis/ipv4frag"
 	"tokenbed/harness/results"
+	"tokenbed/internal/pcapread"
 )
 
 // CaptureNames are the capture's checks, in report order, after Names.
@@ -171,17 +169,9 @@ func (s *seen) arrival(inst string) (int64, bool) {
 }
 
 // CheckCapture judges a pcapng capture alone.
-func CheckCapture(rd io.Reader, o CaptureOptions) (*CaptureReport, error) {
+func CheckCapture(r io.Reader, o CaptureOptions) (*CaptureReport, error) {
 	cr := &CaptureReport{Refused: map[string]int{}, Dropped: map[string]int64{}, Verified: o.CA != nil}
-	var r *pcapgo.NgReader
-	opts := pcapgo.DefaultNgReaderOptions
-	opts.StatisticsCallback = func(id int, st pcapgo.NgInterfaceStatistics) {
-		cr.Complete = true
-		if st.PacketsDropped != pcapgo.NgNoValue64 {
-			cr.Drops += st.PacketsDropped
-		}
-	}
-	r, err := pcapgo.NewNgReader(rd, opts)
+	rd, err := pcapread.NewReader(r)
 	if err != nil {
 		return nil, err
 	}
@@ -189,30 +179,11 @@ func CheckCapture(rd io.Reader, o CaptureOptions) (*CaptureReport, error) {
 	if o.CA != nil {
 		opener = codec.NewOpener(o.CA)
 	}
-	var (
-		eth layers.Ethernet
-		ip4 layers.IPv4
-		udp layers.UDP
-		// Agent interfaces are Ethernet (veth) or raw IP (the userspace
-		// engine's TUN devices). The parsers stop at UDP: FTN shares
-		// token passing's port, so its layer is not in gopacket's port
-		// table (agent/ftn/ftnlayer) and the payload is decoded here.
-		ethParser = gopacket.NewDecodingLayerParser(layers.LayerTypeEthernet, &eth, &ip4, &udp)
-		rawParser = gopacket.NewDecodingLayerParser(layers.LayerTypeIPv4, &ip4, &udp)
-		dec       []gopacket.LayerType
-		dg        ftnlayer.Datagram
-	)
-	ethParser.IgnoreUnsupported = true
-	rawParser.IgnoreUnsupported = true
-	ifaces := map[int]struct {
-		inst string
-		raw  bool
-	}{}
-	var defrag ipv4frag.Reassembler
+	insts := map[int]string{}   // by interface
 	byKey := map[string]*seen{} // by signature: unique per datagram, and equal in its copies
 	var all []*seen
 	for {
-		data, ci, err := r.ReadPacketData()
+		p, err := rd.Next()
 		if err == io.EOF {
 			break
 		}
@@ -223,69 +194,26 @@ func CheckCapture(rd io.Reader, o CaptureOptions) (*CaptureReport, error) {
 			}
 			break
 		}
-		cr.Packets++
-		ifc, ok := ifaces[ci.InterfaceIndex]
+		inst, ok := insts[p.Iface]
 		if !ok {
-			if d, err := r.Interface(ci.InterfaceIndex); err == nil {
-				ifc.inst, _, _ = strings.Cut(d.Name, "/")
-				ifc.raw = d.LinkType == layers.LinkTypeRaw || d.LinkType == layers.LinkTypeIPv4
+			if d, err := rd.Interface(p.Iface); err == nil {
+				inst, _, _ = strings.Cut(d.Name, "/")
 			}
-			ifaces[ci.InterfaceIndex] = ifc
+			insts[p.Iface] = inst
 		}
-		p := ethParser
-		if ifc.raw {
-			p = rawParser
-		}
-		_ = p.DecodeLayers(data, &dec)
-		if slices.Contains(dec, layers.LayerTypeIPv4) && ipv4frag.IsFragment(&ip4) {
-			// A global state listing tens of clients is larger than the
-			// MTU, and the kernel fragments it (ftn-5x50: 37,376 fragments);
-			// reassemble per interface, as the receiver does, or the
-			// States that drop a client are never read.
-			whole, _, err := defrag.Add(ci.InterfaceIndex, &ip4, ci.Timestamp)
-			if err != nil || whole == nil || whole.Protocol != layers.IPProtocolUDP {
-				continue // not whole yet, or fragments that make no datagram
-			}
-			if udp.DecodeFromBytes(whole.Payload, gopacket.NilDecodeFeedback) != nil {
-				continue
-			}
-			dec = append(dec[:0], layers.LayerTypeIPv4, layers.LayerTypeUDP)
-		}
-		if len(dec) == 0 || dec[len(dec)-1] != layers.LayerTypeUDP || len(udp.Payload) < 2 || udp.Payload[0] != 'F' || udp.Payload[1] != 'T' {
+		// A global state listing tens of clients is larger than the MTU,
+		// and the kernel fragments it (ftn-5x50: 37,376 fragments): the
+		// reader reassembles it, as the receiver does, or the States that
+		// drop a client would never be read.
+		if p.UDP == nil || len(p.UDP.Payload) < 2 || p.UDP.Payload[0] != 'F' || p.UDP.Payload[1] != 'T' {
 			continue // not FTN (the harness's annotations, ARP, ...)
 		}
-		if err := dg.DecodeFromBytes(udp.Payload, gopacket.NilDecodeFeedback); err != nil {
-			var ce *codec.Error
-			if errors.As(err, &ce) {
-				cr.Refused[ce.Reason]++
-			}
-			continue
+		if s := cr.datagram(p, inst, opener, byKey); s != nil {
+			all = append(all, s)
 		}
-		t := ci.Timestamp.UnixNano()
-		key := string(dg.Sig)
-		if s := byKey[key]; s != nil {
-			s.t = min(s.t, t)
-			s.at = append(s.at, capt{ifc.inst, t})
-			continue
-		}
-		if opener != nil {
-			src, _ := netip.AddrFromSlice(ip4.SrcIP)
-			dst, _ := netip.AddrFromSlice(ip4.DstIP)
-			_, err := opener.Verify(dg.Datagram, netip.AddrPortFrom(src.Unmap(), uint16(udp.SrcPort)),
-				netip.AddrPortFrom(dst.Unmap(), uint16(udp.DstPort)), ci.Timestamp)
-			if err != nil {
-				var ce *codec.Error
-				if errors.As(err, &ce) {
-					cr.Refused[ce.Reason]++
-				}
-				byKey[key] = &seen{t: math.MinInt64} // refused: its copies too
-				continue
-			}
-		}
-		s := &seen{t: t, sender: dg.Sender, m: dg.Msg, at: []capt{{ifc.inst, t}}}
-		byKey[key] = s
-		all = append(all, s)
 	}
+	st := rd.Stats()
+	cr.Packets, cr.Drops, cr.Complete = st.Records, st.Drops(), st.Complete()
 	cr.Datagrams = len(all)
 	// Records are written in time order only within the capture's flush
 	// window: order by first capture.
@@ -300,6 +228,45 @@ func CheckCapture(rd io.Reader, o CaptureOptions) (*CaptureReport, error) {
 		cr.MutualExclusion = notJudged("no FTN datagram in the capture")
 	}
 	return cr, nil
+}
+
+// datagram opens the FTN datagram of p, captured on inst's interface, and
+// returns it when it is new; a copy of one already seen adds its capture
+// to it, and one that does not open is counted in Refused, its copies
+// too.
+func (cr *CaptureReport) datagram(p *pcapread.Packet, inst string, opener *codec.Codec, byKey map[string]*seen) *seen {
+	// FTN shares token passing's port, so its layer is not in gopacket's
+	// port table (agent/ftn/ftnlayer) and the payload is decoded here.
+	var dg ftnlayer.Datagram
+	if err := dg.DecodeFromBytes(p.UDP.Payload, gopacket.NilDecodeFeedback); err != nil {
+		var ce *codec.Error
+		if errors.As(err, &ce) {
+			cr.Refused[ce.Reason]++
+		}
+		return nil
+	}
+	t := p.Time.UnixNano()
+	key := string(dg.Sig)
+	if s := byKey[key]; s != nil {
+		s.t = min(s.t, t)
+		s.at = append(s.at, capt{inst, t})
+		return nil
+	}
+	if opener != nil {
+		_, err := opener.Verify(dg.Datagram, netip.AddrPortFrom(p.Src.Unmap(), uint16(p.UDP.SrcPort)),
+			netip.AddrPortFrom(p.Dst.Unmap(), uint16(p.UDP.DstPort)), p.Time)
+		if err != nil {
+			var ce *codec.Error
+			if errors.As(err, &ce) {
+				cr.Refused[ce.Reason]++
+			}
+			byKey[key] = &seen{t: math.MinInt64} // refused: its copies too
+			return nil
+		}
+	}
+	s := &seen{t: t, sender: dg.Sender, m: dg.Msg, at: []capt{{inst, t}}}
+	byKey[key] = s
+	return s
 }
 
 type reqKey struct {
