@@ -1,7 +1,9 @@
 package ftn
 
-// The capture's view (issue 14: the checker works "from the client
-// histories and, independently, from the capture"). It reads only the
+// The capture's view: the lock is judged from the client histories and,
+// independently, from the capture, so that a fault one record misses
+// (a client's log lost in a crash, a packet the capture dropped) is still
+// seen in the other. It reads only the
 // packets of capture.pcapng and the run's CA certificate: every FTN
 // datagram is opened with agent/ftn/codec (its certificate checked
 // against the CA and its signature over both UDP addresses), and the
@@ -281,33 +283,41 @@ type request struct {
 	inst string // the client process (its certificate's name)
 }
 
+// release is a client's Release of a name, naming a fence (or none).
+type release struct {
+	t     int64
+	fence msg.Fence
+}
+
+// nameKey is one client ID's interest in one name.
+type nameKey struct {
+	id   uint64
+	name string
+}
+
+// state is a State broadcast: its time, version and the clients it lists.
+type state struct {
+	t   int64
+	v   uint64
+	ids []uint64
+}
+
+// holdKey is one grant: a client ID, a name and its fence.
+type holdKey struct {
+	id    uint64
+	name  string
+	fence msg.Fence
+}
+
 // wire rebuilds the holds from the datagrams in time order (times
 // relative to base).
 func wire(cr *CaptureReport, all []*seen, base int64) {
 	reqs := map[reqKey]request{}
 	lastHeard := map[uint64]int64{}
 	lives := map[string][]uint64{} // client process → its IDs, in order
-	type release struct {
-		t     int64
-		fence msg.Fence
-	}
-	type nameKey struct {
-		id   uint64
-		name string
-	}
 	releases := map[nameKey][]release{}
 	invalid := map[uint64][]int64{}
-	type state struct {
-		t   int64
-		v   uint64
-		ids []uint64
-	}
 	var states []state
-	type holdKey struct {
-		id    uint64
-		name  string
-		fence msg.Fence
-	}
 	holds := map[holdKey]int{} // → index in cr.Holds
 	arrived := map[int]bool{}
 	accepted := map[reqKey]msg.Fence{} // the grant the client took for its request
@@ -397,9 +407,15 @@ func wire(cr *CaptureReport, all []*seen, base int64) {
 			arrived[i] = arrived[i] || got
 		}
 	}
-	// Drops: a client listed in a State of version v is dropped by the
-	// first State of a later version that does not list it (IDs are never
-	// reused: term<<32 | count).
+	dropped(cr, states, carried)
+	endHolds(cr, releases, invalid, lastHeard, arrived)
+	slices.SortStableFunc(cr.Holds, func(a, b Hold) int { return cmp.Compare(a.Start, b.Start) })
+}
+
+// dropped finds when each client was dropped: a client listed in a
+// State of version v is dropped by the first State of a later version
+// that does not list it (IDs are never reused: term<<32 | count).
+func dropped(cr *CaptureReport, states []state, carried versionsSeen) {
 	firstV := map[uint64]uint64{}
 	for _, st := range states {
 		for _, id := range st.ids {
@@ -424,6 +440,13 @@ func wire(cr *CaptureReport, all []*seen, base int64) {
 			}
 		}
 	}
+}
+
+// endHolds ends each hold at the first of: a later grant of the name to
+// the same client with another fence, the client's release, an "ID
+// invalid" reply, or its drop when it has been silent since; and lists
+// the holds whose grant was never seen arriving.
+func endHolds(cr *CaptureReport, releases map[nameKey][]release, invalid map[uint64][]int64, lastHeard map[uint64]int64, arrived map[int]bool) {
 	grantsOf := map[nameKey][]Hold{}
 	for _, h := range cr.Holds {
 		k := nameKey{idOf(h.Op.ID), h.Op.Name}
@@ -457,7 +480,6 @@ func wire(cr *CaptureReport, all []*seen, base int64) {
 			cr.NotArrived = append(cr.NotArrived, *h)
 		}
 	}
-	slices.SortStableFunc(cr.Holds, func(a, b Hold) int { return cmp.Compare(a.Start, b.Start) })
 }
 
 // versionsSeen is, per leader term, the global state versions the

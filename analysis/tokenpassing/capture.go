@@ -245,7 +245,7 @@ type commitCheck struct {
 
 // sigChecker verifies Commits' signatures on every core while the
 // capture is read: a 20-day run has 178,000 Commits, an Ed25519
-// verification each (8 of the analysis's 26 CPU s, issue 13). Each
+// verification each (8 of the analysis's 26 CPU s). Each
 // result only adds its Commit to verified or badSig, so the order in
 // which they come does not matter.
 type sigChecker struct {
