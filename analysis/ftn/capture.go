@@ -215,7 +215,7 @@ func CheckCapture(r io.Reader, o CaptureOptions) (*CaptureReport, error) {
 		}
 	}
 	st := rd.Stats()
-	cr.Packets, cr.Drops, cr.Complete = st.Records, st.Drops(), st.Complete()
+	cr.Packets, cr.Drops, cr.Complete = st.Packets(), st.Drops(), st.Complete()
 	cr.Datagrams = len(all)
 	// Records are written in time order only within the capture's flush
 	// window: order by first capture.

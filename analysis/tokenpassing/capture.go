@@ -113,6 +113,9 @@ func readCapture(dir string, topo results.Topology, logical func(string) string)
 			cf.truncated = err.Error()
 			break
 		}
+		if p.Annotation != nil {
+			continue // the harness's events, not packets
+		}
 		lastAny = max(lastAny, p.Time.UnixNano())
 		cr.packet(r, p)
 	}
@@ -120,7 +123,7 @@ func readCapture(dir string, topo results.Topology, logical func(string) string)
 	// A Commit missing from the capture may be the capture's loss, not the
 	// network's: keep the drop counts the capture wrote at its end.
 	st := r.Stats()
-	cf.packets, cf.complete = st.Records, st.Complete()
+	cf.packets, cf.complete = st.Packets(), st.Complete()
 	for _, is := range st.Statistics {
 		if is.HasDropped {
 			inst, _, _ := strings.Cut(is.Name, "/")

@@ -83,7 +83,10 @@ type Packet struct {
 
 // Stats is what the reader learnt about the capture itself.
 type Stats struct {
-	Records int
+	// Records counts every record read; Annotations those that are the
+	// harness's annotations (events written into the capture, not
+	// packets).
+	Records, Annotations int
 	// Statistics are the interface statistics blocks read so far; the
 	// harness writes them when the capture stops, so a capture whose
 	// writer died has none.
@@ -97,6 +100,9 @@ type Stats struct {
 // Complete reports whether the capture ended with its interface
 // statistics, i.e. harness/capture's Stop ran.
 func (s *Stats) Complete() bool { return len(s.Statistics) > 0 }
+
+// Packets is the records that are packets: all but the annotations.
+func (s *Stats) Packets() int { return s.Records - s.Annotations }
 
 // Drops is the packets dropped on every interface, the sum of the
 // statistics blocks.
@@ -218,6 +224,7 @@ func (r *Reader) Next() (*Packet, error) {
 	if p.LinkType == LinkTypeUpperPDU {
 		if js, ok := exportedPDU(data); ok {
 			p.Annotation = js
+			r.stats.Annotations++
 			return p, nil
 		}
 	}
