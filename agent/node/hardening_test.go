@@ -59,7 +59,7 @@ func pub(c *ca.Credentials) ed25519.PublicKey { return c.Key.Public().(ed25519.P
 // signature that does not verify must not displace the key A signs with;
 // A's certificate-less datagrams are still accepted afterwards. A
 // datagram that carries a new certificate and verifies under its key is
-// a legitimate re-key (issue 10, item 2).
+// a legitimate re-key (002 §3).
 func TestForeignCertificateDoesNotReplaceCachedKey(t *testing.T) {
 	p := newPair(t)
 	tok := wire.TokenID{Gen: 42, Origin: "A"}
@@ -114,7 +114,7 @@ func TestForeignCertificateDoesNotReplaceCachedKey(t *testing.T) {
 // Directory entries are authenticated by the member they describe: an
 // insider cannot point another member's entry at itself, entries from
 // the future are refused, hearsay never overrides what was verified or
-// configured, and only verified entries are relayed (issue 10, item 3).
+// configured, and only verified entries are relayed (002 §3.2).
 func TestInsiderCannotRedirectAnotherMembersEntry(t *testing.T) {
 	p := newPair(t)
 	credC := credentials(t, "C")
@@ -187,8 +187,8 @@ func TestInsiderCannotRedirectAnotherMembersEntry(t *testing.T) {
 
 // A replayed datagram that the endpoint rejects is no evidence that its
 // sender is alive: with directory_ttl set, a member that left is
-// forgotten however often its old datagrams are replayed (issue 10,
-// item 3).
+// forgotten however often its old datagrams are replayed (002 §3.1,
+// §3.2).
 func TestReplaysDoNotKeepADepartedMemberAlive(t *testing.T) {
 	p := newPair(t)
 	ttl := 2 * time.Second

@@ -39,7 +39,7 @@ func (p *opPolicy) Tick(now time.Time) []circulation.Action {
 func (p *opPolicy) Deadline() (time.Time, bool) { return p.end, !p.end.IsZero() }
 
 // TestOpEvents: the policy's OpStart/OpEnd become op_started/op_finished
-// (issue 16: the driver hooks a real operation to them), and an
+// (the driver hooks a real operation to them), and an
 // operation still running when the agent stops is closed with reason
 // "stopping", so that analysis never sees an open interval.
 func TestOpEvents(t *testing.T) {

@@ -66,7 +66,7 @@ func runAndCapture(t *testing.T, seed uint64, skew map[string]time.Duration) (*s
 // (002 §3.1): everything it sent or received in its previous life,
 // replayed to the new instance from the original sources, must be
 // rejected without reply and change nothing, even when the peers' clocks
-// are off by the whole skew bound (issue 10, item 1).
+// are off by the whole skew bound.
 func TestRestartedAgentIgnoresReplaysOfItsPreviousLife(t *testing.T) {
 	S := DefaultMaxClockSkew
 	for _, tc := range []struct {

@@ -1,7 +1,9 @@
 package ftn
 
-// The capture's view (issue 14: the checker works "from the client
-// histories and, independently, from the capture"). It reads only the
+// The capture's view: the lock is judged from the client histories and,
+// independently, from the capture, so that a fault one record misses
+// (a client's log lost in a crash, a packet the capture dropped) is still
+// seen in the other. It reads only the
 // packets of capture.pcapng and the run's CA certificate: every FTN
 // datagram is opened with agent/ftn/codec (its certificate checked
 // against the CA and its signature over both UDP addresses), and the
@@ -74,16 +76,14 @@ import (
 	"strings"
 
 	"github.com/gopacket/gopacket"
-	"github.com/gopacket/gopacket/layers"
-	"github.com/gopacket/gopacket/pcapgo"
 
 	"tokenbed/agent/ca"
 	"tokenbed/agent/ftn/codec"
 	"tokenbed/agent/ftn/ftnlayer"
 	"tokenbed/agent/ftn/msg"
 	"tokenbed/analysis"
-	"tokenbed/analysis/ipv4frag"
 	"tokenbed/harness/results"
+	"tokenbed/internal/pcapread"
 )
 
 // CaptureNames are the capture's checks, in report order, after Names.
@@ -171,17 +171,9 @@ func (s *seen) arrival(inst string) (int64, bool) {
 }
 
 // CheckCapture judges a pcapng capture alone.
-func CheckCapture(rd io.Reader, o CaptureOptions) (*CaptureReport, error) {
+func CheckCapture(r io.Reader, o CaptureOptions) (*CaptureReport, error) {
 	cr := &CaptureReport{Refused: map[string]int{}, Dropped: map[string]int64{}, Verified: o.CA != nil}
-	var r *pcapgo.NgReader
-	opts := pcapgo.DefaultNgReaderOptions
-	opts.StatisticsCallback = func(id int, st pcapgo.NgInterfaceStatistics) {
-		cr.Complete = true
-		if st.PacketsDropped != pcapgo.NgNoValue64 {
-			cr.Drops += st.PacketsDropped
-		}
-	}
-	r, err := pcapgo.NewNgReader(rd, opts)
+	rd, err := pcapread.NewReader(r)
 	if err != nil {
 		return nil, err
 	}
@@ -189,30 +181,11 @@ func CheckCapture(rd io.Reader, o CaptureOptions) (*CaptureReport, error) {
 	if o.CA != nil {
 		opener = codec.NewOpener(o.CA)
 	}
-	var (
-		eth layers.Ethernet
-		ip4 layers.IPv4
-		udp layers.UDP
-		// Agent interfaces are Ethernet (veth) or raw IP (the userspace
-		// engine's TUN devices). The parsers stop at UDP: FTN shares
-		// token passing's port, so its layer is not in gopacket's port
-		// table (agent/ftn/ftnlayer) and the payload is decoded here.
-		ethParser = gopacket.NewDecodingLayerParser(layers.LayerTypeEthernet, &eth, &ip4, &udp)
-		rawParser = gopacket.NewDecodingLayerParser(layers.LayerTypeIPv4, &ip4, &udp)
-		dec       []gopacket.LayerType
-		dg        ftnlayer.Datagram
-	)
-	ethParser.IgnoreUnsupported = true
-	rawParser.IgnoreUnsupported = true
-	ifaces := map[int]struct {
-		inst string
-		raw  bool
-	}{}
-	var defrag ipv4frag.Reassembler
+	insts := map[int]string{}   // by interface
 	byKey := map[string]*seen{} // by signature: unique per datagram, and equal in its copies
 	var all []*seen
 	for {
-		data, ci, err := r.ReadPacketData()
+		p, err := rd.Next()
 		if err == io.EOF {
 			break
 		}
@@ -223,69 +196,26 @@ func CheckCapture(rd io.Reader, o CaptureOptions) (*CaptureReport, error) {
 			}
 			break
 		}
-		cr.Packets++
-		ifc, ok := ifaces[ci.InterfaceIndex]
+		inst, ok := insts[p.Iface]
 		if !ok {
-			if d, err := r.Interface(ci.InterfaceIndex); err == nil {
-				ifc.inst, _, _ = strings.Cut(d.Name, "/")
-				ifc.raw = d.LinkType == layers.LinkTypeRaw || d.LinkType == layers.LinkTypeIPv4
+			if d, err := rd.Interface(p.Iface); err == nil {
+				inst, _, _ = strings.Cut(d.Name, "/")
 			}
-			ifaces[ci.InterfaceIndex] = ifc
+			insts[p.Iface] = inst
 		}
-		p := ethParser
-		if ifc.raw {
-			p = rawParser
-		}
-		_ = p.DecodeLayers(data, &dec)
-		if slices.Contains(dec, layers.LayerTypeIPv4) && ipv4frag.IsFragment(&ip4) {
-			// A global state listing tens of clients is larger than the
-			// MTU, and the kernel fragments it (ftn-5x50: 37,376 fragments);
-			// reassemble per interface, as the receiver does, or the
-			// States that drop a client are never read.
-			whole, _, err := defrag.Add(ci.InterfaceIndex, &ip4, ci.Timestamp)
-			if err != nil || whole == nil || whole.Protocol != layers.IPProtocolUDP {
-				continue // not whole yet, or fragments that make no datagram
-			}
-			if udp.DecodeFromBytes(whole.Payload, gopacket.NilDecodeFeedback) != nil {
-				continue
-			}
-			dec = append(dec[:0], layers.LayerTypeIPv4, layers.LayerTypeUDP)
-		}
-		if len(dec) == 0 || dec[len(dec)-1] != layers.LayerTypeUDP || len(udp.Payload) < 2 || udp.Payload[0] != 'F' || udp.Payload[1] != 'T' {
+		// A global state listing tens of clients is larger than the MTU,
+		// and the kernel fragments it (ftn-5x50: 37,376 fragments): the
+		// reader reassembles it, as the receiver does, or the States that
+		// drop a client would never be read.
+		if p.UDP == nil || len(p.UDP.Payload) < 2 || p.UDP.Payload[0] != 'F' || p.UDP.Payload[1] != 'T' {
 			continue // not FTN (the harness's annotations, ARP, ...)
 		}
-		if err := dg.DecodeFromBytes(udp.Payload, gopacket.NilDecodeFeedback); err != nil {
-			var ce *codec.Error
-			if errors.As(err, &ce) {
-				cr.Refused[ce.Reason]++
-			}
-			continue
+		if s := cr.datagram(p, inst, opener, byKey); s != nil {
+			all = append(all, s)
 		}
-		t := ci.Timestamp.UnixNano()
-		key := string(dg.Sig)
-		if s := byKey[key]; s != nil {
-			s.t = min(s.t, t)
-			s.at = append(s.at, capt{ifc.inst, t})
-			continue
-		}
-		if opener != nil {
-			src, _ := netip.AddrFromSlice(ip4.SrcIP)
-			dst, _ := netip.AddrFromSlice(ip4.DstIP)
-			_, err := opener.Verify(dg.Datagram, netip.AddrPortFrom(src.Unmap(), uint16(udp.SrcPort)),
-				netip.AddrPortFrom(dst.Unmap(), uint16(udp.DstPort)), ci.Timestamp)
-			if err != nil {
-				var ce *codec.Error
-				if errors.As(err, &ce) {
-					cr.Refused[ce.Reason]++
-				}
-				byKey[key] = &seen{t: math.MinInt64} // refused: its copies too
-				continue
-			}
-		}
-		s := &seen{t: t, sender: dg.Sender, m: dg.Msg, at: []capt{{ifc.inst, t}}}
-		byKey[key] = s
-		all = append(all, s)
 	}
+	st := rd.Stats()
+	cr.Packets, cr.Drops, cr.Complete = st.Packets(), st.Drops(), st.Complete()
 	cr.Datagrams = len(all)
 	// Records are written in time order only within the capture's flush
 	// window: order by first capture.
@@ -302,6 +232,45 @@ func CheckCapture(rd io.Reader, o CaptureOptions) (*CaptureReport, error) {
 	return cr, nil
 }
 
+// datagram opens the FTN datagram of p, captured on inst's interface, and
+// returns it when it is new; a copy of one already seen adds its capture
+// to it, and one that does not open is counted in Refused, its copies
+// too.
+func (cr *CaptureReport) datagram(p *pcapread.Packet, inst string, opener *codec.Codec, byKey map[string]*seen) *seen {
+	// FTN shares token passing's port, so its layer is not in gopacket's
+	// port table (agent/ftn/ftnlayer) and the payload is decoded here.
+	var dg ftnlayer.Datagram
+	if err := dg.DecodeFromBytes(p.UDP.Payload, gopacket.NilDecodeFeedback); err != nil {
+		var ce *codec.Error
+		if errors.As(err, &ce) {
+			cr.Refused[ce.Reason]++
+		}
+		return nil
+	}
+	t := p.Time.UnixNano()
+	key := string(dg.Sig)
+	if s := byKey[key]; s != nil {
+		s.t = min(s.t, t)
+		s.at = append(s.at, capt{inst, t})
+		return nil
+	}
+	if opener != nil {
+		_, err := opener.Verify(dg.Datagram, netip.AddrPortFrom(p.Src.Unmap(), uint16(p.UDP.SrcPort)),
+			netip.AddrPortFrom(p.Dst.Unmap(), uint16(p.UDP.DstPort)), p.Time)
+		if err != nil {
+			var ce *codec.Error
+			if errors.As(err, &ce) {
+				cr.Refused[ce.Reason]++
+			}
+			byKey[key] = &seen{t: math.MinInt64} // refused: its copies too
+			return nil
+		}
+	}
+	s := &seen{t: t, sender: dg.Sender, m: dg.Msg, at: []capt{{inst, t}}}
+	byKey[key] = s
+	return s
+}
+
 type reqKey struct {
 	id  uint64
 	req uint64
@@ -314,33 +283,41 @@ type request struct {
 	inst string // the client process (its certificate's name)
 }
 
+// release is a client's Release of a name, naming a fence (or none).
+type release struct {
+	t     int64
+	fence msg.Fence
+}
+
+// nameKey is one client ID's interest in one name.
+type nameKey struct {
+	id   uint64
+	name string
+}
+
+// state is a State broadcast: its time, version and the clients it lists.
+type state struct {
+	t   int64
+	v   uint64
+	ids []uint64
+}
+
+// holdKey is one grant: a client ID, a name and its fence.
+type holdKey struct {
+	id    uint64
+	name  string
+	fence msg.Fence
+}
+
 // wire rebuilds the holds from the datagrams in time order (times
 // relative to base).
 func wire(cr *CaptureReport, all []*seen, base int64) {
 	reqs := map[reqKey]request{}
 	lastHeard := map[uint64]int64{}
 	lives := map[string][]uint64{} // client process → its IDs, in order
-	type release struct {
-		t     int64
-		fence msg.Fence
-	}
-	type nameKey struct {
-		id   uint64
-		name string
-	}
 	releases := map[nameKey][]release{}
 	invalid := map[uint64][]int64{}
-	type state struct {
-		t   int64
-		v   uint64
-		ids []uint64
-	}
 	var states []state
-	type holdKey struct {
-		id    uint64
-		name  string
-		fence msg.Fence
-	}
 	holds := map[holdKey]int{} // → index in cr.Holds
 	arrived := map[int]bool{}
 	accepted := map[reqKey]msg.Fence{} // the grant the client took for its request
@@ -430,9 +407,15 @@ func wire(cr *CaptureReport, all []*seen, base int64) {
 			arrived[i] = arrived[i] || got
 		}
 	}
-	// Drops: a client listed in a State of version v is dropped by the
-	// first State of a later version that does not list it (IDs are never
-	// reused: term<<32 | count).
+	dropped(cr, states, carried)
+	endHolds(cr, releases, invalid, lastHeard, arrived)
+	slices.SortStableFunc(cr.Holds, func(a, b Hold) int { return cmp.Compare(a.Start, b.Start) })
+}
+
+// dropped finds when each client was dropped: a client listed in a
+// State of version v is dropped by the first State of a later version
+// that does not list it (IDs are never reused: term<<32 | count).
+func dropped(cr *CaptureReport, states []state, carried versionsSeen) {
 	firstV := map[uint64]uint64{}
 	for _, st := range states {
 		for _, id := range st.ids {
@@ -457,6 +440,13 @@ func wire(cr *CaptureReport, all []*seen, base int64) {
 			}
 		}
 	}
+}
+
+// endHolds ends each hold at the first of: a later grant of the name to
+// the same client with another fence, the client's release, an "ID
+// invalid" reply, or its drop when it has been silent since; and lists
+// the holds whose grant was never seen arriving.
+func endHolds(cr *CaptureReport, releases map[nameKey][]release, invalid map[uint64][]int64, lastHeard map[uint64]int64, arrived map[int]bool) {
 	grantsOf := map[nameKey][]Hold{}
 	for _, h := range cr.Holds {
 		k := nameKey{idOf(h.Op.ID), h.Op.Name}
@@ -490,7 +480,6 @@ func wire(cr *CaptureReport, all []*seen, base int64) {
 			cr.NotArrived = append(cr.NotArrived, *h)
 		}
 	}
-	slices.SortStableFunc(cr.Holds, func(a, b Hold) int { return cmp.Compare(a.Start, b.Start) })
 }
 
 // versionsSeen is, per leader term, the global state versions the

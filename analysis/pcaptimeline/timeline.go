@@ -13,7 +13,7 @@
 // it). They go into one section in time order: most of them (global
 // states, heartbeats, votes) belong to no token, and a lock's story runs
 // through the servers' states. IPv4 fragments are reassembled per
-// interface first (analysis/ipv4frag): a global state listing tens of
+// interface first (internal/pcapread): a global state listing tens of
 // clients exceeds the MTU. A request sent again with the same client and
 // request number (a Register with the same nonce) in the same direction,
 // and the reply repeated to it, is a retransmission.

@@ -17,12 +17,12 @@ import (
 
 	"github.com/gopacket/gopacket"
 	"github.com/gopacket/gopacket/layers"
-	"github.com/gopacket/gopacket/pcapgo"
 
 	"tokenbed/agent/ca"
 	"tokenbed/agent/wire"
 	"tokenbed/agent/wire/wirelayer"
 	"tokenbed/harness/results"
+	"tokenbed/internal/pcapread"
 )
 
 // commitKey names a Commit: token, session, sender, receiver (instances).
@@ -83,35 +83,75 @@ func readCapture(dir string, topo results.Topology, logical func(string) string)
 	}
 	defer f.Close()
 	cf.present = true
-	// A Commit missing from the capture may be the capture's loss, not the
-	// network's: keep the drop counts the capture wrote at its end.
-	var r *pcapgo.NgReader
-	var lastAny int64
-	opts := pcapgo.DefaultNgReaderOptions
-	opts.StatisticsCallback = func(id int, st pcapgo.NgInterfaceStatistics) {
-		cf.complete = true
-		if ifc, err := r.Interface(id); err == nil && st.PacketsDropped != pcapgo.NgNoValue64 {
-			inst, _, _ := strings.Cut(ifc.Name, "/")
-			cf.drops[inst] = st.PacketsDropped
-		}
-	}
-	r, err = pcapgo.NewNgReader(f, opts)
+	r, err := pcapread.NewReader(f)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	wirelayer.Register(topo.Port)
-	// Member keys: each certificate in the results, checked against the CA.
+	keys, err := memberKeys(dir, topo, cf)
+	if err != nil {
+		return nil, err
+	}
+	cr := &captureRead{cf: cf, port: topo.Port, logical: logical, keys: keys,
+		byAddr: map[netip.Addr]string{}, ifaceAgent: map[int]string{}, sent: map[obsKey]string{}, sigs: newSigChecker(cf)}
+	defer cr.sigs.wait()
+	for _, a := range topo.Agents {
+		if ap, err := netip.ParseAddrPort(a.Addr); err == nil {
+			cr.byAddr[ap.Addr()] = a.Instance
+		}
+	}
+	var lastAny int64
+	for {
+		p, err := r.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			if errors.Is(err, io.ErrUnexpectedEOF) {
+				cf.truncated = "the capture ends inside a block (the harness was killed)"
+				break
+			}
+			cf.truncated = err.Error()
+			break
+		}
+		if p.Annotation != nil {
+			continue // the harness's events, not packets
+		}
+		lastAny = max(lastAny, p.Time.UnixNano())
+		cr.packet(r, p)
+	}
+	cr.sigs.wait()
+	// A Commit missing from the capture may be the capture's loss, not the
+	// network's: keep the drop counts the capture wrote at its end.
+	st := r.Stats()
+	cf.packets, cf.complete = st.Packets(), st.Complete()
+	for _, is := range st.Statistics {
+		if is.HasDropped {
+			inst, _, _ := strings.Cut(is.Name, "/")
+			cf.drops[inst] = is.Dropped
+		}
+	}
+	if !cf.complete && lastAny > 0 {
+		cf.endWall = lastAny
+		cf.endWhy = "no interface statistics at its end, so the capture was not stopped: the records it still held in memory when it died are missing"
+	}
+	// What was sent in the last moments may still be in flight at the end.
+	for _, link := range cr.sent {
+		cf.lostByLink[link]++
+	}
+	return cf, nil
+}
+
+// memberKeys are the members' public keys: each certificate in the
+// results, checked against the CA. A certificate that does not load or
+// verify is listed in cf.keyErrs.
+func memberKeys(dir string, topo results.Topology, cf *captureFacts) (map[string]ed25519.PublicKey, error) {
 	keys := map[string]ed25519.PublicKey{}
 	caCert, err := ca.LoadCert(filepath.Join(dir, results.CADir, ca.CACertFile))
 	if err != nil {
 		return nil, fmt.Errorf("CA certificate: %w", err)
 	}
 	v := ca.NewVerifier(caCert)
-	byAddr := map[netip.Addr]string{}
 	for _, a := range topo.Agents {
-		if ap, err := netip.ParseAddrPort(a.Addr); err == nil {
-			byAddr[ap.Addr()] = a.Instance
-		}
 		c, err := ca.LoadCert(filepath.Join(dir, results.CADir, ca.CertFile(a.Instance)))
 		if err != nil {
 			cf.keyErrs = append(cf.keyErrs, err.Error())
@@ -124,107 +164,78 @@ func readCapture(dir string, topo results.Topology, logical func(string) string)
 		}
 		keys[name] = pub
 	}
-	var (
-		eth layers.Ethernet
-		ip4 layers.IPv4
-		udp layers.UDP
-		tb  wirelayer.Datagram
-		// Agent interfaces are Ethernet (veth) or raw IP (the userspace
-		// engine's TUN devices).
-		ethParser = gopacket.NewDecodingLayerParser(layers.LayerTypeEthernet, &eth, &ip4, &udp, &tb)
-		rawParser = gopacket.NewDecodingLayerParser(layers.LayerTypeIPv4, &ip4, &udp, &tb)
-		dec       []gopacket.LayerType
-	)
-	ethParser.IgnoreUnsupported = true
-	rawParser.IgnoreUnsupported = true
-	ifaceAgent := map[int]string{}
-	ifaceRaw := map[int]bool{}
-	sent := map[obsKey]string{} // → link (logical) of datagrams not yet seen arriving
-	sigs := newSigChecker(cf)
-	defer sigs.wait()
-	for {
-		data, ci, err := r.ReadPacketData()
-		if err == io.EOF {
-			break
+	return keys, nil
+}
+
+// captureRead is the state of one pass over the capture.
+type captureRead struct {
+	cf         *captureFacts
+	port       uint16
+	logical    func(string) string
+	keys       map[string]ed25519.PublicKey
+	byAddr     map[netip.Addr]string
+	ifaceAgent map[int]string    // interface → agent instance
+	sent       map[obsKey]string // → link (logical) of datagrams not yet seen arriving
+	sigs       *sigChecker
+	tb         wirelayer.Datagram
+}
+
+// packet takes one record: a token passing datagram is counted as sent
+// on its sender's interface and as arrived on its receiver's, and a
+// Commit arriving has its signature checked.
+func (cr *captureRead) packet(r *pcapread.Reader, p *pcapread.Packet) {
+	cf := cr.cf
+	inst, ok := cr.ifaceAgent[p.Iface]
+	if !ok {
+		if ifc, err := r.Interface(p.Iface); err == nil {
+			inst, _, _ = strings.Cut(ifc.Name, "/")
 		}
-		if err != nil {
-			if errors.Is(err, io.ErrUnexpectedEOF) {
-				cf.truncated = "the capture ends inside a block (the harness was killed)"
-				break
-			}
-			cf.truncated = err.Error()
-			break
-		}
-		cf.packets++
-		lastAny = max(lastAny, ci.Timestamp.UnixNano())
-		inst, ok := ifaceAgent[ci.InterfaceIndex]
-		if !ok {
-			if ifc, err := r.Interface(ci.InterfaceIndex); err == nil {
-				inst, _, _ = strings.Cut(ifc.Name, "/")
-				ifaceRaw[ci.InterfaceIndex] = ifc.LinkType == layers.LinkTypeRaw || ifc.LinkType == layers.LinkTypeIPv4
-			}
-			ifaceAgent[ci.InterfaceIndex] = inst
-		}
-		parser := ethParser
-		if ifaceRaw[ci.InterfaceIndex] {
-			parser = rawParser
-		}
-		if err := parser.DecodeLayers(data, &dec); err != nil {
-			if len(dec) > 0 && dec[len(dec)-1] == layers.LayerTypeUDP && (udp.DstPort == layers.UDPPort(topo.Port) || udp.SrcPort == layers.UDPPort(topo.Port)) {
-				cf.malformed++
-			}
-			continue
-		}
-		if len(dec) == 0 || dec[len(dec)-1] != wirelayer.LayerType {
-			continue
-		}
-		cf.datagrams++
-		wall := ci.Timestamp.UnixNano()
-		if cf.firstWall == 0 {
-			cf.firstWall = wall
-		}
-		cf.lastWall = wall
-		src, _ := netip.AddrFromSlice(ip4.SrcIP)
-		dst, _ := netip.AddrFromSlice(ip4.DstIP)
-		sender, receiver := byAddr[src.Unmap()], byAddr[dst.Unmap()]
-		k := obsKey{tb.Sender, tb.Nonce}
-		switch inst {
-		case sender:
-			if _, dup := sent[k]; !dup {
-				link := logical(sender) + ">" + logical(receiver)
-				sent[k] = link
-				cf.sent++
-				cf.sentByLink[link]++
-			}
-		case receiver:
-			if _, ok := sent[k]; ok {
-				delete(sent, k)
-				cf.arrived++
-			}
-			if tb.Type == wire.Commit {
-				ck := commitKey{tb.Token.String(), tb.Session, tb.Sender, receiver}
-				pub := keys[tb.Sender]
-				if pub == nil || tb.Sender != sender {
-					cf.badSig[ck] = true
-					break
-				}
-				sp := netip.AddrPortFrom(src.Unmap(), uint16(udp.SrcPort))
-				dp := netip.AddrPortFrom(dst.Unmap(), uint16(udp.DstPort))
-				sigs.add(commitCheck{ck: ck, pub: pub, b: bytes.Clone(tb.Contents), src: sp, dst: dp})
-			}
-		}
+		cr.ifaceAgent[p.Iface] = inst
 	}
-	sigs.wait()
-	if !cf.complete && lastAny > 0 {
-		cf.endWall = lastAny
-		cf.endWhy = "no interface statistics at its end, so the capture was not stopped: the records it still held in memory when it died are missing"
+	udp := p.UDP
+	if udp == nil || (udp.DstPort != layers.UDPPort(cr.port) && udp.SrcPort != layers.UDPPort(cr.port)) || len(udp.Payload) == 0 {
+		return
 	}
-	// What was sent in the last moments may still be in flight at the end.
-	for k, link := range sent {
-		_ = k
-		cf.lostByLink[link]++
+	tb := &cr.tb
+	if err := tb.DecodeFromBytes(udp.Payload, gopacket.NilDecodeFeedback); err != nil {
+		cf.malformed++
+		return
 	}
-	return cf, nil
+	cf.datagrams++
+	wall := p.Time.UnixNano()
+	if cf.firstWall == 0 {
+		cf.firstWall = wall
+	}
+	cf.lastWall = wall
+	src, dst := p.Src.Unmap(), p.Dst.Unmap()
+	sender, receiver := cr.byAddr[src], cr.byAddr[dst]
+	k := obsKey{tb.Sender, tb.Nonce}
+	switch inst {
+	case sender:
+		if _, dup := cr.sent[k]; !dup {
+			link := cr.logical(sender) + ">" + cr.logical(receiver)
+			cr.sent[k] = link
+			cf.sent++
+			cf.sentByLink[link]++
+		}
+	case receiver:
+		if _, ok := cr.sent[k]; ok {
+			delete(cr.sent, k)
+			cf.arrived++
+		}
+		if tb.Type != wire.Commit {
+			return
+		}
+		ck := commitKey{tb.Token.String(), tb.Session, tb.Sender, receiver}
+		pub := cr.keys[tb.Sender]
+		if pub == nil || tb.Sender != sender {
+			cf.badSig[ck] = true
+			return
+		}
+		sp := netip.AddrPortFrom(src, uint16(udp.SrcPort))
+		dp := netip.AddrPortFrom(dst, uint16(udp.DstPort))
+		cr.sigs.add(commitCheck{ck: ck, pub: pub, b: bytes.Clone(tb.Contents), src: sp, dst: dp})
+	}
 }
 
 // commitCheck is the signature check of a Commit seen arriving.
@@ -237,7 +248,7 @@ type commitCheck struct {
 
 // sigChecker verifies Commits' signatures on every core while the
 // capture is read: a 20-day run has 178,000 Commits, an Ed25519
-// verification each (8 of the analysis's 26 CPU s, issue 13). Each
+// verification each (8 of the analysis's 26 CPU s). Each
 // result only adds its Commit to verified or badSig, so the order in
 // which they come does not matter.
 type sigChecker struct {

@@ -9,7 +9,7 @@ import (
 	"github.com/gopacket/gopacket"
 	"github.com/gopacket/gopacket/layers"
 
-	"tokenbed/analysis/ipv4frag"
+	"tokenbed/internal/pcapread/ipv4frag"
 )
 
 // fragment decodes one fragment of a 24-byte payload, as a capture reader

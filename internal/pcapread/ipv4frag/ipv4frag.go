@@ -7,8 +7,8 @@
 // (leaving the sender, arriving at the receiver): pooled, each fragment
 // would be seen twice and the copies would contradict each other.
 //
-// Used by the FTN capture checker (analysis/ftn) and `harness pcap`
-// (analysis/pcaptimeline).
+// Used by the capture reader (internal/pcapread), through which every
+// analysis and `harness pcap` read captures.
 package ipv4frag
 
 import (
