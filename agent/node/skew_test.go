@@ -16,8 +16,8 @@ import (
 // (lag − S) before the crash as fresh. With C 200 ms behind and S = 100
 // ms, replaying what C received in its previous life makes the new C
 // accept some of it, down to acquiring a copy of a token; with C behind
-// by S exactly, nothing is accepted. This test shows the figure the
-// README quotes; it is the documented assumption, not a defect to fix.
+// by S exactly, nothing is accepted. This test shows the figure
+// docs/agent.md quotes; it is the documented assumption, not a defect to fix.
 func TestClockSkewBeyondTheBoundAdmitsReplays(t *testing.T) {
 	S := DefaultMaxClockSkew
 	accepted := func(lag time.Duration) (acc, acq, total int) {

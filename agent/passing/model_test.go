@@ -571,7 +571,7 @@ var (
 	// A passes to B; if that fails, A passes to C in the same session, and
 	// C passes on to B (session 2): B may still wait for the Commit of
 	// session 1 when the Move of session 2 arrives, and must report that
-	// wait as failed (README "The failure split").
+	// wait as failed (docs/studies/endurance.md, "The failure split").
 	scenarioDetour = &scenario{name: "A→B fails, A→C→B", nodes: []string{"A", "B", "C"}, act: func(w *world) []action {
 		a, c := w.eps["A"], w.eps["C"]
 		switch {

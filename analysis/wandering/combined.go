@@ -371,5 +371,5 @@ func cdfPoints(ia []float64) plotter.XYs {
 
 const combinedNotes = `## Why real and simulated differ
 
-See README, "The Wandering Token (seeds 003/004)", "Paper, simulator and real agents", for the measured differences and their causes: time compression (an operation is Δop/scale of wall time, a pass is not compressed), the agents' processing under load, and the resource server's view (a connection opens after op_started and closes after op_finished).
+See docs/studies/wandering.md, "Paper, simulator and real agents", for the measured differences and their causes: time compression (an operation is Δop/scale of wall time, a pass is not compressed), the agents' processing under load, and the resource server's view (a connection opens after op_started and closes after op_finished).
 `

@@ -548,5 +548,5 @@ func binMedian(h []float64) float64 {
 
 const notes = `## Notes
 
-See README, "The Wandering Token (seeds 003/004)", for the readings of the papers chosen here and the explanation of every ✗.
+See docs/wandering.md and docs/studies/wandering.md for the readings of the papers chosen here and the explanation of every ✗.
 `

@@ -17,7 +17,7 @@ import (
 )
 
 // SimAllowance is the host's cost per pass that the simulator leaves
-// out (README "The simulator against real processes"): the kernel, the
+// out (docs/simulator.md, "The simulator against real processes"): the kernel, the
 // userspace engine's relay through TUN devices and wake-ups, four
 // datagrams per pass. Measured 0.5 ms idle and 0.9–1.4 ms at load 6 on
 // this 2-core machine; the budget is above both, so the comparison
