@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"tokenbed/harness/backend/nsbackend"
-	"tokenbed/harness/results"
 	"tokenbed/harness/runner"
+	"tokenbed/internal/results"
 )
 
 // buildBinaries builds harness and agent side by side, as make build

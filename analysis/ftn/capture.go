@@ -83,7 +83,7 @@ import (
 	"tokenbed/agent/ftn/msg"
 	"tokenbed/analysis"
 	"tokenbed/analysis/ipv4frag"
-	"tokenbed/harness/results"
+	"tokenbed/internal/results"
 )
 
 // CaptureNames are the capture's checks, in report order, after Names.

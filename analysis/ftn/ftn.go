@@ -55,7 +55,7 @@ import (
 	"tokenbed/agent/ftn/ftnlog"
 	"tokenbed/agent/ftn/msg"
 	"tokenbed/analysis"
-	"tokenbed/harness/results"
+	"tokenbed/internal/results"
 )
 
 // Op is one client operation of the history.

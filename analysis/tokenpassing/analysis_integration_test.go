@@ -20,8 +20,8 @@ import (
 
 	"tokenbed/agent/wire"
 	"tokenbed/experiments"
-	"tokenbed/harness/results"
 	"tokenbed/harness/runner"
+	"tokenbed/internal/results"
 	"tokenbed/internal/testenv"
 )
 

@@ -22,7 +22,7 @@ import (
 	"tokenbed/agent/ca"
 	"tokenbed/agent/wire"
 	"tokenbed/agent/wire/wirelayer"
-	"tokenbed/harness/results"
+	"tokenbed/internal/results"
 )
 
 // commitKey names a Commit: token, session, sender, receiver (instances).

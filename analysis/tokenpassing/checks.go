@@ -9,9 +9,9 @@ import (
 
 	"tokenbed/agent/eventlog"
 	"tokenbed/agent/wire"
-	"tokenbed/harness/protocol"
-	_ "tokenbed/harness/protocol/tokenpassing" // the protocol of runs that name none
-	"tokenbed/harness/results"
+	"tokenbed/internal/results"
+	"tokenbed/protocols"
+	_ "tokenbed/protocols/tokenpassing" // the protocol of runs that name none, so that experiment.yaml parses
 )
 
 // hold is one agent holding one token, in mono time.
@@ -325,7 +325,7 @@ func (h *history) paperTimes(info results.RunInfo) map[int]time.Duration {
 		nominal[inst] = a.holdNS
 	}
 	var basis results.Basis
-	if p, err := protocol.Lookup(info.Protocol); err == nil {
+	if p, err := protocols.Lookup(info.Protocol); err == nil {
 		basis = p.Basis
 	}
 	out := map[int]time.Duration{}

@@ -13,7 +13,7 @@ import (
 
 	"tokenbed/agent/eventlog"
 	"tokenbed/experiments"
-	"tokenbed/harness/results"
+	"tokenbed/internal/results"
 )
 
 // These tests judge literal histories (testdata/histories: every agent's

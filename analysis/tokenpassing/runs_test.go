@@ -19,7 +19,7 @@ import (
 	"tokenbed/agent/ca"
 	"tokenbed/agent/eventlog"
 	"tokenbed/agent/wire"
-	"tokenbed/harness/results"
+	"tokenbed/internal/results"
 )
 
 // These tests analyse literal results directories (testdata/runs: run.json,

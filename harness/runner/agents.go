@@ -11,7 +11,7 @@ import (
 	"tokenbed/agent/eventlog"
 	"tokenbed/harness/backend"
 	"tokenbed/harness/protocol"
-	"tokenbed/harness/results"
+	"tokenbed/internal/results"
 )
 
 // startAgent starts (or restarts) an agent; join names the member to join

@@ -20,8 +20,8 @@ import (
 	"tokenbed/agent/eventlog"
 	"tokenbed/analysis"
 	tpanalysis "tokenbed/analysis/tokenpassing"
-	"tokenbed/harness/results"
 	"tokenbed/internal/nsenter"
+	"tokenbed/internal/results"
 )
 
 // C crashes and comes back; while it is down and after its restart, an

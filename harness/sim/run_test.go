@@ -18,9 +18,9 @@ import (
 	"tokenbed/experiments"
 	"tokenbed/harness/backend"
 	_ "tokenbed/harness/protocol/tokenpassing"
-	"tokenbed/harness/results"
 	"tokenbed/harness/runner"
 	"tokenbed/harness/sim"
+	"tokenbed/internal/results"
 )
 
 // simRun runs the experiment file in the simulator as harness run

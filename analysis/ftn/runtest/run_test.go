@@ -28,9 +28,9 @@ import (
 	_ "tokenbed/harness/backend/nsbackend"
 	"tokenbed/harness/protocol"
 	_ "tokenbed/harness/protocol/ftn"
-	"tokenbed/harness/results"
 	"tokenbed/harness/runner"
 	"tokenbed/harness/sim"
+	"tokenbed/internal/results"
 	"tokenbed/internal/testenv"
 	"tokenbed/netem"
 )
