@@ -139,7 +139,7 @@ type Loss struct {
 // losses applies requirement (i): every token's fate at the end of the run.
 // A pass whose Commit never led to an acquisition is told apart by what
 // the receiver logged and what the capture saw: a Commit delivered and
-// rejected (a poisoned key cache, issue 10) is not a Commit lost.
+// rejected (a poisoned key cache, 002 §3.1) is not a Commit lost.
 func (h *history) losses(hs []hold, cf *captureFacts) []Loss {
 	last := map[string]hold{}
 	for _, hd := range hs {

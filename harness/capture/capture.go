@@ -112,7 +112,7 @@ func Start(ctx context.Context, w io.Writer, cfg Config) (*Capture, error) {
 	}
 	// The sockets open in parallel (openers at a time): each open
 	// waits in the kernel more than it computes, and one at a time 360
-	// of them took 16 s (issue 16). The interfaces keep their order.
+	// of them take 16 s. The interfaces keep their order.
 	ifaces := make([]*iface, len(cfg.Interfaces))
 	errs := make([]error, len(cfg.Interfaces))
 	sem := make(chan struct{}, openers)

@@ -78,8 +78,8 @@ func digests(t *testing.T, dir string) map[string]string {
 	return out
 }
 
-// The same experiment and seed give byte-identical logs and capture
-// (issue 13, "Determinism"). Both runs have the same run ID (in two
+// The same experiment and seed give byte-identical logs and capture: a
+// failing seed replays exactly. Both runs have the same run ID (in two
 // results directories): the ID is in the harness log and the capture's
 // comment, as everything a run creates carries it. The second run
 // verifies every signature in the loop, the third on four workers ahead
