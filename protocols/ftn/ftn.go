@@ -134,13 +134,21 @@ func init() { protocols.Register(Declaration{}) }
 func (Declaration) Name() string { return Name }
 
 // Event kinds of the servers that the halves read beside the clients'
-// history (ftnlog.Invoke, ftnlog.Complete): who leads (001 "Recovery"),
-// and a token a client learned it no longer holds.
+// history (ftnlog.Invoke, ftnlog.Complete): who leads and when a round of
+// recovery ends (001 "Recovery"), a server declared down, a client
+// dropped, and a token's grants, releases and frees as the servers saw
+// them; a client's token it learned it no longer holds (invalid).
 const (
-	EventLeader   eventlog.Kind = ftnlog.Prefix + "leader"
-	EventStepDown eventlog.Kind = ftnlog.Prefix + "step_down"
-	EventReinit   eventlog.Kind = ftnlog.Prefix + "reinit"
-	EventInvalid  eventlog.Kind = ftnlog.Prefix + "invalid"
+	EventLeader      eventlog.Kind = ftnlog.Prefix + "leader"
+	EventStepDown    eventlog.Kind = ftnlog.Prefix + "step_down"
+	EventReinit      eventlog.Kind = ftnlog.Prefix + "reinit"
+	EventRoundDone   eventlog.Kind = ftnlog.Prefix + "round_done"
+	EventDeclareDown eventlog.Kind = ftnlog.Prefix + "declare_down"
+	EventDropClient  eventlog.Kind = ftnlog.Prefix + "drop_client"
+	EventGranted     eventlog.Kind = ftnlog.Prefix + "granted"
+	EventReleased    eventlog.Kind = ftnlog.Prefix + "released"
+	EventFreed       eventlog.Kind = ftnlog.Prefix + "freed"
+	EventInvalid     eventlog.Kind = ftnlog.Prefix + "invalid"
 )
 
 // Basis implements protocols.Declaration: a client's hold of a name runs
