@@ -20,6 +20,7 @@ import (
 
 	"tokenbed/agent/wire"
 	"tokenbed/experiments"
+	_ "tokenbed/harness/protocol/tokenpassing" // the run half the runner starts
 	"tokenbed/harness/runner"
 	"tokenbed/internal/results"
 	"tokenbed/internal/testenv"
