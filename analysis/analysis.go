@@ -1,11 +1,12 @@
 // Package analysis is the frame that turns a run's results directory
-// (harness/results) into verdicts and a report, for any protocol: it reads
+// (internal/results) into verdicts and a report, for any protocol: it reads
 // the run (run.json, topology.json, the experiment, the harness's log,
 // every process's events: Context), runs the checkers registered for the
-// run's protocol (RegisterChecker, Compose) and writes report.md,
-// summary.json and junit.xml around what the protocol's own analysis
-// (RegisterProtocol: its history, its figures, its report sections and
-// plots) contributes. Token passing's is package analysis/tokenpassing.
+// run's protocol (Register's Plugin.Checkers, Compose) and writes
+// report.md, summary.json and junit.xml around what the protocol's own
+// analysis (Plugin.Analysis: its history, its figures, its report
+// sections and plots) contributes. Token passing's is package
+// analysis/tokenpassing; FTN's is analysis/ftn.
 // Analyze can run again on any results directory, including one whose
 // run was killed.
 //
@@ -27,8 +28,8 @@ import (
 
 	"tokenbed/agent/eventlog"
 	"tokenbed/experiments"
-	"tokenbed/harness/protocol"
-	"tokenbed/harness/results"
+	"tokenbed/internal/results"
+	"tokenbed/protocols"
 )
 
 // SchemaVersion of summary.json. 2: a requirement has a verdict, which
@@ -208,18 +209,18 @@ func Analyze(dir string) (*Summary, error) {
 		// rest of the schedule's record gets a report; for any other the
 		// damage stays an error, as a report judged on half a schedule
 		// could pass.
-		if _, ok := analyses[proto].(DamageAware); !ok {
+		if _, ok := plugin(proto).Analysis.(DamageAware); !ok {
 			return nil, damage
 		}
 		c.harnessDamage = damage
 		c.Note("%s: the harness's log is damaged (%v): read up to line %d; the checks that need the schedule's record say what they could not judge", damage.File, damage.Err, damage.Line-1)
 	}
-	if a, ok := analyses[proto]; ok {
+	if a := plugin(proto).Analysis; a != nil {
 		if c.part, err = a.Load(c); err != nil {
 			return nil, err
 		}
-	} else if len(checkers[proto]) == 0 {
-		return nil, fmt.Errorf("%s: protocol %q: no analysis registered (link its package in, as harness does tokenbed/analysis/tokenpassing)", results.RunFile, proto)
+	} else if len(plugin(proto).Checkers) == 0 {
+		return nil, fmt.Errorf("%s: protocol %q: no analysis registered (link its analysis half in by the binary's aggregator file, as harness/plugins.go does)", results.RunFile, proto)
 	}
 	s := c.Judge()
 	return s, writeOutputs(c)
@@ -228,7 +229,7 @@ func Analyze(dir string) (*Summary, error) {
 // protocol is the run's protocol's name.
 func (c *Context) protocol() string {
 	if c.info.Protocol == "" {
-		return protocol.Default
+		return protocols.Default
 	}
 	return c.info.Protocol
 }

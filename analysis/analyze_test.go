@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"tokenbed/harness/results"
+	"tokenbed/internal/results"
 )
 
 // lockRun writes a results directory of a lock service's run (protocol

@@ -7,7 +7,7 @@ import (
 
 	"tokenbed/agent/eventlog"
 	"tokenbed/experiments"
-	"tokenbed/harness/results"
+	"tokenbed/internal/results"
 )
 
 // Checker is one check, as Jepsen's checker protocol: it takes a history
@@ -46,7 +46,7 @@ type Context struct {
 // NewContext is a context of a run that is not in a results directory (a
 // literal history, in tests): its record, topology, experiment (nil:
 // none), the harness's events and a reader of every process's events. A
-// protocol's analysis (RegisterProtocol) is not loaded: the caller sets
+// protocol's analysis (Plugin.Analysis) is not loaded: the caller sets
 // its part with SetPart.
 func NewContext(info results.RunInfo, topo results.Topology, exp *experiments.Experiment, harness []eventlog.Event,
 	events func(func(eventlog.Event) error) error) *Context {
@@ -111,25 +111,6 @@ func (c *Context) Note(format string, a ...any) {
 	c.s.Notes = append(c.s.Notes, fmt.Sprintf(format, a...))
 }
 
-type registered struct {
-	name string
-	c    Checker
-}
-
-// checkers of each protocol, in the order they run: a checker may use
-// what the ones before it derived (liveness the losses).
-var checkers = map[string][]registered{}
-
-// RegisterChecker adds a checker of proto's runs under name, run after
-// those registered before it. A new protocol brings its own checkers; the
-// framework does not change. Registering a name twice panics.
-func RegisterChecker(proto, name string, c Checker) {
-	if slices.ContainsFunc(checkers[proto], func(r registered) bool { return r.name == name }) {
-		panic("analysis: checker " + name + " of " + proto + " registered twice")
-	}
-	checkers[proto] = append(checkers[proto], registered{name, c})
-}
-
 // Composite is the merged verdict of several checkers (Jepsen's compose).
 type Composite struct {
 	Names   []string // in the order they ran
@@ -158,16 +139,16 @@ func (c Composite) Verdict() Verdict {
 // judged, and nothing passes vacuously).
 func Compose(c *Context, names ...string) (Composite, error) {
 	proto := c.protocol()
-	regs := checkers[proto]
+	regs := plugin(proto).Checkers
 	if len(regs) == 0 {
 		return Composite{}, fmt.Errorf("protocol %q: no checkers registered", proto)
 	}
 	want := map[string]bool{}
 	for _, n := range names {
-		if !slices.ContainsFunc(regs, func(r registered) bool { return r.name == n }) {
+		if !slices.ContainsFunc(regs, func(r NamedChecker) bool { return r.Name == n }) {
 			var known []string
 			for _, r := range regs {
-				known = append(known, r.name)
+				known = append(known, r.Name)
 			}
 			return Composite{}, fmt.Errorf("checker %q of %s: want one of %s", n, proto, strings.Join(known, ", "))
 		}
@@ -175,11 +156,11 @@ func Compose(c *Context, names ...string) (Composite, error) {
 	}
 	out := Composite{Results: map[string]Requirement{}}
 	for _, r := range regs {
-		if len(want) > 0 && !want[r.name] {
+		if len(want) > 0 && !want[r.Name] {
 			continue
 		}
-		out.Names = append(out.Names, r.name)
-		out.Results[r.name] = r.c.Check(c)
+		out.Names = append(out.Names, r.Name)
+		out.Results[r.Name] = r.Checker.Check(c)
 	}
 	return out, nil
 }

@@ -8,7 +8,7 @@ import (
 
 	"github.com/cockroachdb/datadriven"
 
-	"tokenbed/harness/results"
+	"tokenbed/internal/results"
 )
 
 // TestCheckers judges the literal histories of testdata/histories with

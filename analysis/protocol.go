@@ -1,7 +1,63 @@
 package analysis
 
+import (
+	"fmt"
+	"slices"
+
+	"tokenbed/internal/registry"
+)
+
+// Plugin is the analysis half of a protocol plug-in, registered under its
+// declaration's name (package protocols) from its package's init: one
+// value holds all the protocol brings to the analysis. A new protocol
+// brings its own; the framework does not change.
+type Plugin struct {
+	// Protocol is the protocol's name (protocols.Declaration.Name).
+	Protocol string
+	// Analysis derives the protocol's part of a run before its checkers
+	// run; nil: the frame alone.
+	Analysis Analysis
+	// Checkers judge the protocol's runs, in the order they run: a
+	// checker may use what the ones before it derived (liveness the
+	// losses).
+	Checkers []NamedChecker
+	// Samples reads a run's raw figures (ReadSamples); nil: none.
+	Samples SamplesReader
+}
+
+// NamedChecker is a checker under its name in the report.
+type NamedChecker struct {
+	Name    string
+	Checker Checker
+}
+
+var plugins = registry.New[Plugin]("protocol analysis")
+
+// Register makes a protocol's analysis half known by its name. A plug-in
+// with neither an analysis nor a checker would judge nothing, and two
+// checkers of one name could not both be reported: both are programming
+// errors and panic, as registering a protocol twice does.
+func Register(p Plugin) {
+	if p.Analysis == nil && len(p.Checkers) == 0 {
+		panic(fmt.Sprintf("analysis: protocol %s registers neither an analysis nor a checker", p.Protocol))
+	}
+	for i, c := range p.Checkers {
+		if slices.ContainsFunc(p.Checkers[:i], func(d NamedChecker) bool { return d.Name == c.Name }) {
+			panic("analysis: checker " + c.Name + " of " + p.Protocol + " registered twice")
+		}
+	}
+	plugins.Register(p.Protocol, p)
+}
+
+// plugin is proto's analysis half, or the zero Plugin when none is linked
+// in.
+func plugin(proto string) Plugin {
+	p, _ := plugins.Lookup(proto)
+	return p
+}
+
 // Analysis is a protocol's own analysis, registered by the protocol's
-// name beside its checkers (RegisterChecker): what its checkers judge
+// name beside its checkers (Plugin): what its checkers judge
 // beyond the run the frame reads (token passing: its history of holds,
 // the capture's facts), its part of summary.json and its sections of
 // report.md. A protocol without one gets the frame alone: the checks
@@ -58,18 +114,6 @@ type Frame struct {
 	Labels map[string]string
 	// Suite names the junit suite, before the run ID.
 	Suite string
-}
-
-// analyses by protocol name.
-var analyses = map[string]Analysis{}
-
-// RegisterProtocol registers proto's analysis, from its package's init;
-// twice panics.
-func RegisterProtocol(proto string, a Analysis) {
-	if _, ok := analyses[proto]; ok {
-		panic("analysis: protocol " + proto + " registered twice")
-	}
-	analyses[proto] = a
 }
 
 // frame is the part's frame, or the frame of a protocol with checkers

@@ -16,7 +16,7 @@ import (
 const lockProtocol = "locktest"
 
 func init() {
-	RegisterChecker(lockProtocol, "exclusion", CheckerFunc(func(c *Context) Requirement {
+	Register(Plugin{Protocol: lockProtocol, Checkers: []NamedChecker{{"exclusion", CheckerFunc(func(c *Context) Requirement {
 		type span struct {
 			from, to int64
 			who      string
@@ -57,5 +57,5 @@ func init() {
 		r := VerdictOf(true)
 		r.Value = fmt.Sprintf("%d critical sections, none overlapping", len(spans))
 		return r
-	}))
+	})}}})
 }

@@ -7,7 +7,7 @@ import (
 
 	"tokenbed/agent/eventlog"
 	"tokenbed/experiments"
-	"tokenbed/harness/results"
+	"tokenbed/internal/results"
 )
 
 // readHarnessLog reads the harness's own log (none: no events). A log

@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"tokenbed/harness/results"
+	"tokenbed/internal/results"
 )
 
 // writeOutputs writes summary.json, junit.xml and report.md: the frame

@@ -3,7 +3,7 @@ package analysis
 import (
 	"fmt"
 
-	"tokenbed/harness/results"
+	"tokenbed/internal/results"
 )
 
 // Samples are the raw figures behind summary.json's statistics, read from
@@ -43,18 +43,6 @@ type FailureSample struct {
 // analysis/tokenpassing), from c.Dir().
 type SamplesReader func(c *Context) (*Samples, error)
 
-// samplers by protocol name.
-var samplers = map[string]SamplesReader{}
-
-// RegisterSamples registers proto's samples reader, from its package's
-// init; twice panics.
-func RegisterSamples(proto string, r SamplesReader) {
-	if _, ok := samplers[proto]; ok {
-		panic("analysis: samples of " + proto + " registered twice")
-	}
-	samplers[proto] = r
-}
-
 // ReadSamples reads the samples of the run in dir, by its protocol's
 // reader (linked in as its analysis is: a blank import).
 func ReadSamples(dir string) (*Samples, error) {
@@ -64,9 +52,9 @@ func ReadSamples(dir string) (*Samples, error) {
 	}
 	c := NewContext(info, topo, nil, nil, nil)
 	c.dir = dir
-	r, ok := samplers[c.protocol()]
-	if !ok {
-		return nil, fmt.Errorf("%s: protocol %q: no samples reader registered (link its analysis in, as harness does tokenbed/analysis/tokenpassing)", results.RunFile, c.protocol())
+	r := plugin(c.protocol()).Samples
+	if r == nil {
+		return nil, fmt.Errorf("%s: protocol %q: no samples reader registered (link its analysis half in by the binary's aggregator file, as harness/plugins.go does)", results.RunFile, c.protocol())
 	}
 	return r(c)
 }

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"tokenbed/experiments"
-	_ "tokenbed/harness/protocol/ftn"          // protocol ftn's schema (ftn-*.yaml)
-	_ "tokenbed/harness/protocol/tokenpassing" // the default protocol's schema
+	_ "tokenbed/protocols/ftn"          // protocol ftn's schema (ftn-*.yaml)
+	_ "tokenbed/protocols/tokenpassing" // the default protocol's schema
 )
 
 func TestShippedExperimentsLoad(t *testing.T) {

@@ -6,8 +6,9 @@ import "tokenbed/internal/registry"
 // of its processes, their configuration sections and the words its
 // schedule may use as targets. Package experiments parses everything else
 // (agents, links, profiles, the schedule, the checks) and knows no
-// protocol; the run half of each plug-in (harness/protocol.Protocol)
-// embeds its Schema and registers it through protocol.Register.
+// protocol; each protocol's declaration (package protocols, one package
+// per protocol beneath it) implements Schema and registers it through
+// protocols.Register.
 type Schema interface {
 	// Role resolves a process's role as written ("" when neither the
 	// agent nor defaults.role names one), or says why it is not a role of
@@ -42,7 +43,7 @@ const DefaultProtocol = "tokenpassing"
 var schemas = registry.New[Schema]("protocol")
 
 // RegisterSchema makes a protocol's schema known by the protocol's name
-// (harness/protocol.Register calls it). Registering a name twice panics.
+// (protocols.Register calls it). Registering a name twice panics.
 func RegisterSchema(name string, s Schema) { schemas.Register(name, s) }
 
 // lookupSchema returns the schema of protocol ("" is DefaultProtocol).

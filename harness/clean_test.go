@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"tokenbed/harness/backend/nsbackend"
-	"tokenbed/harness/results"
 	"tokenbed/harness/runner"
+	"tokenbed/internal/results"
 )
 
 // buildBinaries builds harness and agent side by side, as make build
@@ -108,7 +108,7 @@ func startRun(t *testing.T, bin, root, exp, id string) *exec.Cmd {
 	}
 }
 
-// Issue 11 items 5, 7 and 8, with real processes: a run ID in use or with
+// With real processes: a run ID in use or with
 // results is refused before anything is written; after kill -9, analyze
 // and clean record the run as killed; clean --run X removes X's leftovers
 // and nothing else (not another dead run's, not a namespace that only
@@ -235,7 +235,8 @@ func TestKilledRunsCleanedInScope(t *testing.T) {
 	}
 }
 
-// Issue 11 items 6 and 14: a bad flag is exit 2 before any side effect.
+// A bad flag is exit 2 before any side effect: a mistyped command leaves
+// nothing to clean.
 func TestBadRunIDIsUsageErrorWithoutSideEffects(t *testing.T) {
 	root := t.TempDir()
 	exp := filepath.Join(t.TempDir(), "e.yaml")

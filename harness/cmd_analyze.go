@@ -8,12 +8,9 @@ import (
 	"strings"
 
 	"tokenbed/analysis"
-	// Token passing's analysis, registered by protocol name (the
-	// default protocol's); another protocol's is imported beside it.
-	_ "tokenbed/analysis/tokenpassing"
-	"tokenbed/harness/results"
 	"tokenbed/harness/runner"
 	"tokenbed/internal/cli"
+	"tokenbed/internal/results"
 )
 
 func cmdAnalyze(args []string, stdout, stderr io.Writer) int {

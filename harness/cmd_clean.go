@@ -9,7 +9,6 @@ import (
 
 	"tokenbed/harness/backend"
 	"tokenbed/harness/backend/nsbackend"
-	_ "tokenbed/harness/protocol/tokenpassing" // the protocol plug-ins this build runs
 	"tokenbed/harness/runner"
 	"tokenbed/internal/cli"
 )

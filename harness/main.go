@@ -32,10 +32,7 @@ import (
 
 	"golang.org/x/term"
 
-	_ "tokenbed/analysis/ftn" // protocol ftn's checkers
 	"tokenbed/analysis/pcaptimeline"
-	_ "tokenbed/harness/protocol/ftn" // the protocol plug-ins this build runs
-	_ "tokenbed/harness/protocol/tokenpassing"
 )
 
 const (

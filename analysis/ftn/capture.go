@@ -82,8 +82,8 @@ import (
 	"tokenbed/agent/ftn/ftnlayer"
 	"tokenbed/agent/ftn/msg"
 	"tokenbed/analysis"
-	"tokenbed/harness/results"
 	"tokenbed/internal/pcapread"
+	"tokenbed/internal/results"
 )
 
 // CaptureNames are the capture's checks, in report order, after Names.

@@ -55,7 +55,8 @@ import (
 	"tokenbed/agent/ftn/ftnlog"
 	"tokenbed/agent/ftn/msg"
 	"tokenbed/analysis"
-	"tokenbed/harness/results"
+	"tokenbed/internal/results"
+	ftnproto "tokenbed/protocols/ftn"
 )
 
 // Op is one client operation of the history.
@@ -271,18 +272,18 @@ func parse(evs []eventlog.Event) (*history, error) {
 			if o.Kind != msg.SetData {
 				o.Data = rec.Data
 			}
-		case e.Kind == "ftn_drop_client":
+		case e.Kind == ftnproto.EventDropClient:
 			id := str(e, "client")
 			if _, ok := h.dropped[id]; !ok {
 				h.dropped[id] = t
 			}
 			h.granted = append(h.granted, srvEvent{t: t, kind: e.Kind, client: id})
-		case e.Kind == "ftn_granted" || e.Kind == "ftn_released" || e.Kind == "ftn_freed":
+		case e.Kind == ftnproto.EventGranted || e.Kind == ftnproto.EventReleased || e.Kind == ftnproto.EventFreed:
 			h.granted = append(h.granted, srvEvent{t: t, kind: e.Kind, name: str(e, "name"), client: str(e, "client")})
-		case e.Kind == "ftn_invalid":
+		case e.Kind == ftnproto.EventInvalid:
 			h.ends[e.Agent] = append(h.ends[e.Agent], t)
 			h.endWhy[e.Agent] = append(h.endWhy[e.Agent], "ID invalid")
-		case e.Kind == "ftn_declare_down":
+		case e.Kind == ftnproto.EventDeclareDown:
 			h.downs = append(h.downs, t)
 		case e.Kind == eventlog.AgentCrash:
 			h.ends[e.Peer] = append(h.ends[e.Peer], t)

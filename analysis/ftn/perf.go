@@ -9,6 +9,7 @@ import (
 	"tokenbed/agent/eventlog"
 	"tokenbed/agent/ftn/ftnlog"
 	"tokenbed/agent/ftn/msg"
+	ftnproto "tokenbed/protocols/ftn"
 )
 
 // Perf is the service's performance in one history (issue 14
@@ -132,9 +133,9 @@ func failovers(evs []eventlog.Event) []Failover {
 	leader := ""
 	for i, e := range evs {
 		switch e.Kind {
-		case "ftn_leader":
+		case ftnproto.EventLeader:
 			leader = e.Agent
-		case "ftn_step_down":
+		case ftnproto.EventStepDown:
 			if leader == e.Agent {
 				leader = ""
 			}
@@ -151,15 +152,15 @@ func failovers(evs []eventlog.Event) []Failover {
 					continue // its next life
 				}
 				switch n.Kind {
-				case "ftn_leader":
+				case ftnproto.EventLeader:
 					if f.NewLeader == "" {
 						f.NewLeader, f.ElectedS = n.Agent, float64(n.MonoNS-e.MonoNS)/1e9
 					}
-				case "ftn_declare_down":
+				case ftnproto.EventDeclareDown:
 					if declared < 0 && f.NewLeader != "" {
 						declared = n.MonoNS
 					}
-				case "ftn_round_done":
+				case ftnproto.EventRoundDone:
 					if _, seen := rounds[n.Agent]; declared >= 0 && !seen {
 						rounds[n.Agent] = n.MonoNS
 					}

@@ -5,7 +5,7 @@ import (
 
 	"tokenbed/agent/eventlog"
 	"tokenbed/analysis"
-	ftnproto "tokenbed/harness/protocol/ftn"
+	ftnproto "tokenbed/protocols/ftn"
 )
 
 // The checks of protocol ftn, registered with package analysis so that
@@ -16,17 +16,23 @@ import (
 // capture's judge capture.pcapng alone (capture.go); a context without
 // a loaded part (a literal history) has none to judge.
 func init() {
+	analysis.Register(analysis.Plugin{Protocol: ftnproto.Name, Analysis: loader{}, Checkers: checkers()})
+}
+
+// checkers are the history's checks, then the capture's.
+func checkers() []analysis.NamedChecker {
+	var cs []analysis.NamedChecker
 	for _, n := range Names {
-		analysis.RegisterChecker(ftnproto.Name, n, analysis.CheckerFunc(func(c *analysis.Context) analysis.Requirement {
+		cs = append(cs, analysis.NamedChecker{Name: n, Checker: analysis.CheckerFunc(func(c *analysis.Context) analysis.Requirement {
 			r, err := historyOf(c)
 			if err != nil {
 				return analysis.Requirement{Verdict: analysis.VerdictFail, Value: "unreadable history", Detail: err.Error()}
 			}
 			return r.Requirement(n)
-		}))
+		})})
 	}
 	for _, n := range CaptureNames {
-		analysis.RegisterChecker(ftnproto.Name, n, analysis.CheckerFunc(func(c *analysis.Context) analysis.Requirement {
+		cs = append(cs, analysis.NamedChecker{Name: n, Checker: analysis.CheckerFunc(func(c *analysis.Context) analysis.Requirement {
 			p, _ := c.Part().(*part)
 			switch {
 			case p == nil:
@@ -37,8 +43,9 @@ func init() {
 				return notJudged("no capture in the results")
 			}
 			return p.views.Capture.Requirement(n)
-		}))
+		})})
 	}
+	return cs
 }
 
 // historyOf is the part's history report, or one judged now.
@@ -62,11 +69,9 @@ func events(c *analysis.Context) ([]eventlog.Event, error) {
 	return evs, err
 }
 
-// The analysis of protocol ftn beside its checkers: the frame of its
-// report, its performance (perf.go) and the two views (compare.go), in
+// loader is the analysis of protocol ftn beside its checkers: the frame of
+// its report, its performance (perf.go) and the two views (compare.go), in
 // summary.json and report.md.
-func init() { analysis.RegisterProtocol(ftnproto.Name, loader{}) }
-
 type loader struct{}
 
 func (loader) Load(c *analysis.Context) (analysis.Part, error) {

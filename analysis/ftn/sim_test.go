@@ -16,6 +16,7 @@ import (
 	ftnproto "tokenbed/harness/protocol/ftn"
 	"tokenbed/harness/sim"
 	"tokenbed/netem"
+	ftndecl "tokenbed/protocols/ftn"
 )
 
 // TestSimulatedRun runs the processes the plug-in configures (3 servers,
@@ -110,7 +111,7 @@ func TestSimulatedRun(t *testing.T) {
 	}
 	run(15 * time.Second)
 	// Crash the leader (the observer finds it, as the runner's would).
-	leader, ok := obs.Target(ftnproto.TargetLeader, []string{"s0", "s1", "s2"})
+	leader, ok := obs.Target(ftndecl.TargetLeader, []string{"s0", "s1", "s2"})
 	if !ok {
 		t.Fatal("no leader after 15 s")
 	}

@@ -25,6 +25,7 @@ import (
 
 	"tokenbed/agent/eventlog"
 	"tokenbed/agent/ftn/msg"
+	ftnproto "tokenbed/protocols/ftn"
 )
 
 // srvEvent is a server's change to a name's holders, or a client's drop.
@@ -183,14 +184,14 @@ func serverHolders(h *history, t int64) map[string][]string {
 			break
 		}
 		switch e.kind {
-		case "ftn_granted":
+		case ftnproto.EventGranted:
 			if hs[e.name] == nil {
 				hs[e.name] = map[string]bool{}
 			}
 			hs[e.name][e.client] = true
-		case "ftn_released", "ftn_freed":
+		case ftnproto.EventReleased, ftnproto.EventFreed:
 			delete(hs[e.name], e.client)
-		case "ftn_drop_client":
+		case ftnproto.EventDropClient:
 			for _, ids := range hs {
 				delete(ids, e.client)
 			}

@@ -10,7 +10,7 @@
 // Compressed time: an operation lasts Δop/scale of wall time while the
 // passes between them run at real speed. Figures are weighted in paper
 // time: wall time during which some token is held counts scale times,
-// the rest (tokens in flight) at real speed, as harness/results.PaperClock
+// the rest (tokens in flight) at real speed, as internal/results.PaperClock
 // reconstructs paper time; Weights says which.
 package resource
 

@@ -11,7 +11,7 @@ import (
 
 	"tokenbed/agent/eventlog"
 	agentres "tokenbed/agent/resource"
-	"tokenbed/harness/results"
+	"tokenbed/internal/results"
 )
 
 // Tolerance is how far the two sources' shares of a concurrency level

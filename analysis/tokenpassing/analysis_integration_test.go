@@ -20,8 +20,9 @@ import (
 
 	"tokenbed/agent/wire"
 	"tokenbed/experiments"
-	"tokenbed/harness/results"
+	_ "tokenbed/harness/protocol/tokenpassing" // the run half the runner starts
 	"tokenbed/harness/runner"
+	"tokenbed/internal/results"
 	"tokenbed/internal/testenv"
 )
 

@@ -17,7 +17,7 @@ import (
 	"github.com/gopacket/gopacket/pcapgo"
 
 	"tokenbed/agent/eventlog"
-	"tokenbed/harness/results"
+	"tokenbed/internal/results"
 )
 
 // bundleWindow is how much of the history around a violation a failure

@@ -21,8 +21,8 @@ import (
 	"tokenbed/agent/ca"
 	"tokenbed/agent/wire"
 	"tokenbed/agent/wire/wirelayer"
-	"tokenbed/harness/results"
 	"tokenbed/internal/pcapread"
+	"tokenbed/internal/results"
 )
 
 // commitKey names a Commit: token, session, sender, receiver (instances).

@@ -11,7 +11,7 @@ import (
 	"tokenbed/agent/eventlog"
 	"tokenbed/analysis"
 	"tokenbed/experiments"
-	"tokenbed/harness/results"
+	"tokenbed/internal/results"
 )
 
 // TestCheckers judges the literal histories of testdata/histories with

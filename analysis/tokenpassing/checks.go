@@ -9,9 +9,9 @@ import (
 
 	"tokenbed/agent/eventlog"
 	"tokenbed/agent/wire"
-	"tokenbed/harness/protocol"
-	_ "tokenbed/harness/protocol/tokenpassing" // the protocol of runs that name none
-	"tokenbed/harness/results"
+	"tokenbed/internal/results"
+	"tokenbed/protocols"
+	_ "tokenbed/protocols/tokenpassing" // the protocol of runs that name none, so that experiment.yaml parses
 )
 
 // hold is one agent holding one token, in mono time.
@@ -139,7 +139,7 @@ type Loss struct {
 // losses applies requirement (i): every token's fate at the end of the run.
 // A pass whose Commit never led to an acquisition is told apart by what
 // the receiver logged and what the capture saw: a Commit delivered and
-// rejected (a poisoned key cache, issue 10) is not a Commit lost.
+// rejected (a poisoned key cache, 002 §3.1) is not a Commit lost.
 func (h *history) losses(hs []hold, cf *captureFacts) []Loss {
 	last := map[string]hold{}
 	for _, hd := range hs {
@@ -325,7 +325,7 @@ func (h *history) paperTimes(info results.RunInfo) map[int]time.Duration {
 		nominal[inst] = a.holdNS
 	}
 	var basis results.Basis
-	if p, err := protocol.Lookup(info.Protocol); err == nil {
+	if p, err := protocols.Lookup(info.Protocol); err == nil {
 		basis = p.Basis
 	}
 	out := map[int]time.Duration{}

@@ -13,7 +13,7 @@ import (
 
 	"tokenbed/agent/eventlog"
 	"tokenbed/experiments"
-	"tokenbed/harness/results"
+	"tokenbed/internal/results"
 )
 
 // These tests judge literal histories (testdata/histories: every agent's
@@ -81,7 +81,8 @@ func TestLiteralCirculatingPassesEveryCheck(t *testing.T) {
 	}
 }
 
-// A circulation that stops while (i)–(iv) pass fails liveness (issue 10).
+// A circulation that stops while (i)–(iv) pass fails liveness: the
+// requirements of 002 §2 say nothing of progress.
 func TestLiteralStalledCirculationFailsLiveness(t *testing.T) {
 	s, _ := judgeFile(t, "stalled.jsonl", literal{exp: "experiment.yaml"})
 	want := map[string]analysis.Verdict{}
@@ -152,7 +153,8 @@ func TestLiteralNothingToJudgeIsNotJudged(t *testing.T) {
 	}
 }
 
-// Item 2 of issue 10: a Commit delivered and rejected is not a Commit lost.
+// A Commit delivered and rejected is not a Commit lost: the receiver had
+// it and refused it (002 §3.1).
 func TestLiteralLossCausesTellRejectedFromNotDelivered(t *testing.T) {
 	s, _ := judgeFile(t, "commit-rejected.jsonl", literal{exp: "experiment.yaml", cf: &captureFacts{}})
 	if len(s.Losses) != 1 || s.Losses[0].Cause != "commit-rejected" || !strings.Contains(s.Losses[0].Detail, "bad-signature ×3") || s.Losses[0].Explain {
@@ -176,8 +178,8 @@ func TestLiteralLossCausesTellRejectedFromNotDelivered(t *testing.T) {
 	}
 }
 
-// Item 5 of issue 10: an insider minting a copy of the token is a
-// duplication; its crash afterwards does not explain it away.
+// An insider minting a copy of the token is a duplication (requirement
+// (ii), 002 §2); its crash afterwards does not explain it away.
 func TestLiteralInsiderCopyIsADuplication(t *testing.T) {
 	s, _ := judgeFile(t, "insider-copy.jsonl", literal{exp: "experiment.yaml"})
 	d := s.Requirements["duplication"]
@@ -198,8 +200,8 @@ func slicesContains(l []string, x string) bool {
 	return false
 }
 
-// Item 3 of issue 11: seq restarts at 1 in every process; a gap is one
-// within a process lifetime.
+// seq restarts at 1 in every process; a gap is one within a process
+// lifetime.
 func TestLiteralSeqGapKeyedByProcessLifetime(t *testing.T) {
 	s, h := judgeFile(t, "restarted.jsonl", literal{exp: "experiment.yaml"})
 	if h.agents["A"].lifetimes != 2 {
@@ -217,7 +219,7 @@ func TestLiteralSeqGapKeyedByProcessLifetime(t *testing.T) {
 	wantVerdicts(t, s, map[string]analysis.Verdict{"agents": analysis.VerdictPass, "liveness": analysis.VerdictPass, "duplication": analysis.VerdictPass, "loss": analysis.VerdictPass})
 }
 
-// Item 15 of issue 11: the report says exactly what was checked. The
+// The report says exactly what was checked. The
 // experiment compares only A>B's median: the latency line names it and no
 // mean or p99, and the paper's table gives no verdict on figures the
 // check did not compare.
@@ -241,8 +243,8 @@ func TestLiteralReportSaysWhatWasChecked(t *testing.T) {
 	}
 }
 
-// A flood is logged as a sample plus rejections_summary counts (issue 10
-// item 4): analysis counts both, exactly.
+// A flood is logged as a sample plus rejections_summary counts, so that a
+// flood cannot fill the log: analysis counts both, exactly.
 func TestLiteralRejectionSummariesCount(t *testing.T) {
 	s, _ := judgeFile(t, "flooded.jsonl", literal{exp: "experiment.yaml"})
 	if s.Rejections["bad-signature"] != 1000 || s.Rejections["malformed:type"] != 50 || len(s.Rejections) != 2 {
@@ -251,7 +253,7 @@ func TestLiteralRejectionSummariesCount(t *testing.T) {
 	wantVerdicts(t, s, allPass)
 }
 
-// Issue 13, the failure split: a receiver whose wait for the Commit is cut
+// The failure split (studies/failuresplit): a receiver whose wait for the Commit is cut
 // short by a newer session of the token logs its commit timeout then
 // (agent/passing Receiver.Supersede), after the sender's ack timeout and
 // the pass of the newer session. That failure counts as detected by the

@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"tokenbed/agent/eventlog"
-	"tokenbed/harness/results"
+	"tokenbed/internal/results"
 )
 
 // history is what analysis keeps of the event logs: the events that carry

@@ -3,7 +3,7 @@ package tokenpassing
 import (
 	"tokenbed/analysis"
 	"tokenbed/experiments"
-	"tokenbed/harness/results"
+	"tokenbed/internal/results"
 )
 
 // input is what the tests judge: a history, the capture's facts, the

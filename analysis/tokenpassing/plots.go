@@ -16,7 +16,7 @@ import (
 	"gonum.org/v1/plot/vg"
 
 	"tokenbed/agent/eventlog"
-	"tokenbed/harness/results"
+	"tokenbed/internal/results"
 )
 
 // writePlots draws the latency CDF per direction, the return-time

@@ -14,7 +14,7 @@ import (
 	"strings"
 	"testing"
 
-	"tokenbed/harness/results"
+	"tokenbed/internal/results"
 )
 
 // synthTimeline is a run of replicas × 3 agents passing one token per

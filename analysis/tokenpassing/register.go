@@ -9,8 +9,8 @@ import (
 	"tokenbed/agent/eventlog"
 	"tokenbed/analysis"
 	"tokenbed/experiments"
-	"tokenbed/harness/protocol/tokenpassing"
-	"tokenbed/harness/results"
+	"tokenbed/internal/results"
+	"tokenbed/protocols/tokenpassing"
 )
 
 // The checks of token passing: requirements (i)–(iv) of 002 §2, liveness,
@@ -18,30 +18,31 @@ import (
 // runs first, as it always has: the loss checker reads the holds it does
 // not change.
 func init() {
-	analysis.RegisterProtocol(tokenpassing.Name, loader{})
-	analysis.RegisterChecker(tokenpassing.Name, "duplication", check(func(p *part) analysis.Requirement {
-		p.f.Duplications = duplication(p.hs)
-		return checkDuplication(p.hs, p.f.Duplications, p.b)
-	}))
-	analysis.RegisterChecker(tokenpassing.Name, "loss", check(func(p *part) analysis.Requirement {
-		var r analysis.Requirement
-		r, p.losses = checkLoss(p.sum(), p.h, p.hs, p.cf, p.exp, p.paper, p.b)
-		return p.needsSchedule(r, "a loss is explained by a crash of the schedule")
-	}))
-	analysis.RegisterChecker(tokenpassing.Name, "latency", check(func(p *part) analysis.Requirement {
-		p.lat = latencies(p.sum(), p.h)
-		return checkLatency(p.sum(), p.topo, p.exp, p.lat, p.b)
-	}))
-	analysis.RegisterChecker(tokenpassing.Name, "validation", check(func(p *part) analysis.Requirement {
-		return checkValidation(p.sum(), p.h, p.cf, p.b)
-	}))
-	analysis.RegisterChecker(tokenpassing.Name, "liveness", check(func(p *part) analysis.Requirement {
-		return p.needsSchedule(checkLiveness(p.sum(), p.h, p.exp, p.losses, p.paper, p.b), "outages and agents down excuse a stall and cut the phases")
-	}))
-	analysis.RegisterChecker(tokenpassing.Name, "fairness", check(func(p *part) analysis.Requirement {
-		return p.needsSchedule(checkFairness(p.sum(), p.h, p.exp), "crashes, outages and joins cut the phases and say who is live")
-	}))
-	analysis.RegisterChecker(tokenpassing.Name, "agents", check(func(p *part) analysis.Requirement { return checkAgents(p.h, p.exp, p.info.Status) }))
+	analysis.Register(analysis.Plugin{Protocol: tokenpassing.Name, Analysis: loader{}, Samples: readSamples, Checkers: []analysis.NamedChecker{
+		{Name: "duplication", Checker: check(func(p *part) analysis.Requirement {
+			p.f.Duplications = duplication(p.hs)
+			return checkDuplication(p.hs, p.f.Duplications, p.b)
+		})},
+		{Name: "loss", Checker: check(func(p *part) analysis.Requirement {
+			var r analysis.Requirement
+			r, p.losses = checkLoss(p.sum(), p.h, p.hs, p.cf, p.exp, p.paper, p.b)
+			return p.needsSchedule(r, "a loss is explained by a crash of the schedule")
+		})},
+		{Name: "latency", Checker: check(func(p *part) analysis.Requirement {
+			p.lat = latencies(p.sum(), p.h)
+			return checkLatency(p.sum(), p.topo, p.exp, p.lat, p.b)
+		})},
+		{Name: "validation", Checker: check(func(p *part) analysis.Requirement {
+			return checkValidation(p.sum(), p.h, p.cf, p.b)
+		})},
+		{Name: "liveness", Checker: check(func(p *part) analysis.Requirement {
+			return p.needsSchedule(checkLiveness(p.sum(), p.h, p.exp, p.losses, p.paper, p.b), "outages and agents down excuse a stall and cut the phases")
+		})},
+		{Name: "fairness", Checker: check(func(p *part) analysis.Requirement {
+			return p.needsSchedule(checkFairness(p.sum(), p.h, p.exp), "crashes, outages and joins cut the phases and say who is live")
+		})},
+		{Name: "agents", Checker: check(func(p *part) analysis.Requirement { return checkAgents(p.h, p.exp, p.info.Status) })},
+	}})
 }
 
 // check adapts a checker of token passing's part; a context without it
@@ -81,8 +82,8 @@ func (loader) JudgesDamagedHarnessLog() {}
 
 // Load reads the agents' logs into a history and the capture's facts.
 func (loader) Load(c *analysis.Context) (analysis.Part, error) {
-	// The capture and the logs are read at once, on two cores (issue 13:
-	// each took about 10 CPU s of a 20-day run's analysis). Instance
+	// The capture and the logs are read at once, on two cores: each takes
+	// about 10 CPU s of a 20-day run's analysis. Instance
 	// names map to logical names by the topology alone.
 	var cf *captureFacts
 	var cerr error

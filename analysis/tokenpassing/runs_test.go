@@ -19,7 +19,7 @@ import (
 	"tokenbed/agent/ca"
 	"tokenbed/agent/eventlog"
 	"tokenbed/agent/wire"
-	"tokenbed/harness/results"
+	"tokenbed/internal/results"
 )
 
 // These tests analyse literal results directories (testdata/runs: run.json,
@@ -64,7 +64,8 @@ func copyRun(t *testing.T, name string) string {
 	return dst
 }
 
-// Item 2 of issue 11: what is missing fails the run, with the reason.
+// What is missing fails the run, with the reason: nothing is lost
+// silently.
 func TestRunAgentsCheck(t *testing.T) {
 	for _, c := range []struct {
 		run, want string // want: "" for a pass, else a phrase of the failure
@@ -158,7 +159,7 @@ func TestRunAgentsScheduledCrashIsFine(t *testing.T) {
 	}
 }
 
-// Item 4 of issue 11: a capture killed with its writer (no interface
+// A capture killed with its writer (no interface
 // statistics at its end) lost its last records; validation judges only
 // the acquisitions before its last record, and says so. A complete
 // capture that misses a Commit still fails.

@@ -6,10 +6,7 @@ import (
 
 	"tokenbed/agent/eventlog"
 	"tokenbed/analysis"
-	"tokenbed/harness/protocol/tokenpassing"
 )
-
-func init() { analysis.RegisterSamples(tokenpassing.Name, readSamples) }
 
 // readSamples reads the samples of the run in c.Dir() (analysis.ReadSamples).
 func readSamples(c *analysis.Context) (*analysis.Samples, error) {

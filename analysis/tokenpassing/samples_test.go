@@ -8,7 +8,7 @@ import (
 
 	"tokenbed/agent/eventlog"
 	"tokenbed/analysis"
-	"tokenbed/harness/results"
+	"tokenbed/internal/results"
 )
 
 // ReadSamples gives the raw figures behind the summary of a literal run:

@@ -33,7 +33,7 @@ import (
 
 	"tokenbed/agent/eventlog"
 	"tokenbed/experiments"
-	"tokenbed/harness/results"
+	"tokenbed/internal/results"
 	"tokenbed/netem"
 )
 

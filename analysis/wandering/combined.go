@@ -16,7 +16,7 @@ import (
 
 	"tokenbed/agent/eventlog"
 	"tokenbed/analysis/resource"
-	"tokenbed/harness/results"
+	"tokenbed/internal/results"
 )
 
 // RealRun is a finished harness run of the Wandering Token with real
@@ -207,7 +207,7 @@ func (c *combined) runTable() {
 func (c *combined) shares() {
 	w := c.w
 	w("## 003 Figs. 2 and 3: share of time with 0, 1, 2, >2 operations at once\n\n")
-	w("Real runs three ways (analysis/resource): the agents' `op_started`/`op_finished` in wall time (which is the policies' time divided by the time scale); the same weighted in paper time (holds stretched by the scale, passes at real speed: harness/results.PaperClock); the resource server's own connect/disconnect log in wall time. The agents' and the server's views must agree within %.0f points (resource.Tolerance: the same operations seen from two processes). Sim against real: ±5 points per level is the stated tolerance (marked ✓/✗ on the paper-weighted row, the one on the simulator's clock); the paper's figures are 003 §3's text for N = 300 (idle < 10%%, two at once 5%%, more 0.3%%) and \"does not exceed 10%%\" for ≥ 2 from 70%% to 120%% of N_max.\n\n", 100*resource.Tolerance)
+	w("Real runs three ways (analysis/resource): the agents' `op_started`/`op_finished` in wall time (which is the policies' time divided by the time scale); the same weighted in paper time (holds stretched by the scale, passes at real speed: internal/results.PaperClock); the resource server's own connect/disconnect log in wall time. The agents' and the server's views must agree within %.0f points (resource.Tolerance: the same operations seen from two processes). Sim against real: ±5 points per level is the stated tolerance (marked ✓/✗ on the paper-weighted row, the one on the simulator's clock); the paper's figures are 003 §3's text for N = 300 (idle < 10%%, two at once 5%%, more 0.3%%) and \"does not exceed 10%%\" for ≥ 2 from 70%% to 120%% of N_max.\n\n", 100*resource.Tolerance)
 	shareRow := func(s [4]float64) string {
 		return fmt.Sprintf("%.1f%% | %.1f%% | %.1f%% | %.2f%% | %.1f%%", 100*s[0], 100*s[1], 100*s[2], 100*s[3], 100*(s[2]+s[3]))
 	}

@@ -3,36 +3,17 @@ package capture
 import (
 	"encoding/json"
 	"fmt"
-	"runtime"
 	"time"
 
 	"github.com/gopacket/gopacket"
-	"github.com/gopacket/gopacket/layers"
-	"github.com/gopacket/gopacket/pcapgo"
 
 	"tokenbed/agent/eventlog"
+	"tokenbed/internal/capturefile"
 )
 
-// LinkTypeUpperPDU is LINKTYPE_WIRESHARK_UPPER_PDU, the link type of the
-// annotation interface: an exported-PDU header naming a Wireshark
-// dissector, then the data for that dissector.
-const LinkTypeUpperPDU layers.LinkType = 252
-
-// Exported-PDU tags (Wireshark epan/exported_pdu.h).
-const (
-	expPDUTagEnd       = 0
-	expPDUTagProtoName = 12
-)
-
-// annotationIDB is the interface of the harness's annotation records.
-func annotationIDB(name string) pcapgo.NgInterface {
-	return pcapgo.NgInterface{
-		Name:        name,
-		Description: "tokenbed harness actions: one record per event, JSON (exported PDU for the json dissector; the same JSON in the comment)",
-		LinkType:    LinkTypeUpperPDU,
-		OS:          runtime.GOOS,
-	}
-}
+// LinkTypeUpperPDU is the link type of the annotation interface
+// (capturefile.LinkTypeUpperPDU).
+const LinkTypeUpperPDU = capturefile.LinkTypeUpperPDU
 
 // Annotate writes ev as one record on the annotation interface, at
 // ev.WallNS (now if zero). Like packets, it reaches the file in time order
@@ -46,7 +27,7 @@ func (c *Capture) Annotate(ev eventlog.Event) error {
 	if ev.WallNS != 0 {
 		ts = time.Unix(0, ev.WallNS)
 	}
-	rec := annotationRecord(js)
+	rec := capturefile.AnnotationRecord(js)
 	c.mu.Lock()
 	idx := c.annIndex
 	c.mu.Unlock()
@@ -58,17 +39,6 @@ func (c *Capture) Annotate(ev eventlog.Event) error {
 	c.annotations++
 	c.mu.Unlock()
 	return nil
-}
-
-// annotationRecord is the exported-PDU header naming the json dissector,
-// then the JSON.
-func annotationRecord(js []byte) []byte {
-	const proto = "json" // 4 bytes: no padding
-	rec := make([]byte, 0, 4+len(proto)+4+len(js))
-	rec = append(rec, 0, expPDUTagProtoName, 0, byte(len(proto)))
-	rec = append(rec, proto...)
-	rec = append(rec, 0, expPDUTagEnd, 0, 0)
-	return append(rec, js...)
 }
 
 // AnnotationIndex returns the pcapng index of the annotation interface.

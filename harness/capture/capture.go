@@ -15,10 +15,12 @@ import (
 	"github.com/gopacket/gopacket/afpacket"
 	"github.com/gopacket/gopacket/layers"
 	"github.com/gopacket/gopacket/pcapgo"
+
+	"tokenbed/internal/capturefile"
 )
 
 // ErrStopped is returned by Annotate and Add after Stop.
-var ErrStopped = errors.New("capture: stopped")
+var ErrStopped = capturefile.ErrStopped
 
 // Capture is a running capture. Its methods are safe for concurrent use.
 type Capture struct {
@@ -109,8 +111,8 @@ func Start(ctx context.Context, w io.Writer, cfg Config) (*Capture, error) {
 		return nil, err
 	}
 	// The sockets open in parallel (openers at a time): each open
-	// waits in the kernel more than it computes, so one at a time 360
-	// of them take seconds. The interfaces keep their order.
+	// waits in the kernel more than it computes, and one at a time 360
+	// of them take 16 s. The interfaces keep their order.
 	ifaces := make([]*iface, len(cfg.Interfaces))
 	errs := make([]error, len(cfg.Interfaces))
 	sem := make(chan struct{}, openers)
@@ -148,12 +150,12 @@ func Start(ctx context.Context, w io.Writer, cfg Config) (*Capture, error) {
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.drained.L = &c.mu
 
-	annIDB := annotationIDB(cfg.AnnotationName)
+	annIDB := capturefile.AnnotationInterface(cfg.AnnotationName)
 	first := annIDB
 	if len(ifaces) > 0 {
 		first = ifaces[0].idb(cfg)
 	}
-	c.ng, err = pcapgo.NewNgWriterInterface(c.sink, first, sectionOptions(cfg.Comment))
+	c.ng, err = pcapgo.NewNgWriterInterface(c.sink, first, capturefile.SectionOptions(cfg.Comment))
 	for i := 1; i < len(ifaces) && err == nil; i++ {
 		ifaces[i].index, err = c.ng.AddInterface(ifaces[i].idb(cfg))
 	}
@@ -186,16 +188,6 @@ func Start(ctx context.Context, w io.Writer, cfg Config) (*Capture, error) {
 		c.finish()
 	}()
 	return c, nil
-}
-
-// sectionOptions is the pcapng section header of every tokenbed capture.
-func sectionOptions(comment string) pcapgo.NgWriterOptions {
-	return pcapgo.NgWriterOptions{SectionInfo: pcapgo.NgSectionInfo{
-		Hardware:    runtime.GOARCH,
-		OS:          runtime.GOOS,
-		Application: "tokenbed harness/capture",
-		Comment:     comment,
-	}}
 }
 
 func (ifc *iface) idb(cfg Config) pcapgo.NgInterface {

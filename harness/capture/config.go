@@ -9,11 +9,13 @@ import (
 
 	"github.com/vishvananda/netns"
 	"golang.org/x/net/bpf"
+
+	"tokenbed/internal/capturefile"
 )
 
 // Defaults of Config.
 const (
-	DefaultSnapLen       = 262144 // libpcap's maximum: whole packets
+	DefaultSnapLen       = capturefile.SnapLen
 	DefaultFlushInterval = 100 * time.Millisecond
 	// Many small blocks rather than a few big ones: the kernel hands a
 	// block over when it is full or blockTimeout after its first packet,
@@ -22,7 +24,7 @@ const (
 	// (640 ms; 8 blocks, 80 ms, dropped packets on a loaded 2-CPU host).
 	DefaultRingBlockSize  = 64 << 10
 	DefaultRingBlocks     = 64
-	DefaultAnnotationName = "harness"
+	DefaultAnnotationName = capturefile.AnnotationName
 	DefaultMaxPending     = 64 << 20
 )
 

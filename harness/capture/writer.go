@@ -1,122 +1,34 @@
 package capture
 
 import (
-	"encoding/json"
-	"errors"
-	"fmt"
 	"io"
-	"time"
 
-	"github.com/gopacket/gopacket"
-	"github.com/gopacket/gopacket/layers"
-	"github.com/gopacket/gopacket/pcapgo"
-
-	"tokenbed/agent/eventlog"
+	"tokenbed/internal/capturefile"
 )
 
 // Writer writes a capture of packets that were never on a kernel
-// interface: the simulator's (harness/sim), whose links carry datagrams in
-// virtual time. The file has the layout of a live capture (the same
-// section header, one interface per agent, raw IPv4 as on the userspace
-// engine's TUN devices, then the "harness" annotation interface, and
-// interface statistics at the end), so analysis and `harness pcap` read
-// it as any other. It reads no clock and starts no goroutine: records are
-// written in the order given, which must be time order, and the file is
-// the same bytes for the same records.
-type Writer struct {
-	ng       *pcapgo.NgWriter
-	annIndex int
-	ifaces   []string
-	counts   []uint64
-	first    time.Time
-	last     time.Time
-	stopped  bool
-}
+// interface (the simulator's), in the layout of a live capture:
+// capturefile.Writer, whose Stop reports as a Capture's does.
+type Writer struct{ *capturefile.Writer }
 
-// NewWriter writes the header to w: one raw-IPv4 interface per name (its
-// pcapng index is its position in names), then the annotation interface.
-// descs, when given, describe each interface.
+// NewWriter writes the header to w: one raw-IPv4 interface per name, then
+// the annotation interface (capturefile.NewWriter).
 func NewWriter(w io.Writer, names, descs []string, comment string) (*Writer, error) {
-	idbs := make([]pcapgo.NgInterface, 0, len(names)+1)
-	for i, n := range names {
-		idb := pcapgo.NgInterface{Name: n, Comment: "simulated: datagrams as the simulator's links carried them", LinkType: layers.LinkTypeRaw,
-			OS: "tokenbed simulator", SnapLength: uint32(DefaultSnapLen)}
-		if i < len(descs) {
-			idb.Description = descs[i]
-		}
-		idbs = append(idbs, idb)
-	}
-	idbs = append(idbs, annotationIDB(DefaultAnnotationName))
-	ng, err := pcapgo.NewNgWriterInterface(w, idbs[0], sectionOptions(comment))
+	cw, err := capturefile.NewWriter(w, names, descs, comment)
 	if err != nil {
-		return nil, fmt.Errorf("capture: writing the pcapng header: %w", err)
+		return nil, err
 	}
-	cw := &Writer{ng: ng, ifaces: names, counts: make([]uint64, len(names))}
-	for _, idb := range idbs[1:] {
-		if cw.annIndex, err = ng.AddInterface(idb); err != nil {
-			return nil, fmt.Errorf("capture: writing the pcapng header: %w", err)
-		}
-	}
-	if len(names) == 0 {
-		cw.annIndex = 0
-	}
-	return cw, nil
+	return &Writer{cw}, nil
 }
 
-// Packet records an IPv4 packet on interface index at t.
-func (w *Writer) Packet(index int, t time.Time, data []byte) error {
-	if w.stopped {
-		return ErrStopped
-	}
-	if index < 0 || index >= len(w.ifaces) {
-		return fmt.Errorf("capture: no interface %d", index)
-	}
-	w.counts[index]++
-	w.seen(t)
-	return w.ng.WritePacket(gopacket.CaptureInfo{Timestamp: t, CaptureLength: len(data), Length: len(data), InterfaceIndex: index}, data)
-}
-
-func (w *Writer) seen(t time.Time) {
-	if w.first.IsZero() {
-		w.first = t
-	}
-	w.last = t
-}
-
-// Annotate records a harness event at its WallNS, which must be set.
-func (w *Writer) Annotate(ev eventlog.Event) error {
-	if w.stopped {
-		return ErrStopped
-	}
-	if ev.WallNS == 0 {
-		return errors.New("capture: annotation without a time")
-	}
-	js, err := json.Marshal(ev)
-	if err != nil {
-		return fmt.Errorf("capture: annotation: %w", err)
-	}
-	t := time.Unix(0, ev.WallNS)
-	w.seen(t)
-	rec := annotationRecord(js)
-	ci := gopacket.CaptureInfo{Timestamp: t, CaptureLength: len(rec), Length: len(rec), InterfaceIndex: w.annIndex}
-	return w.ng.WritePacketWithOptions(ci, rec, pcapgo.NgPacketOptions{Comments: []string{string(js)}})
-}
-
-// Stop writes the interface statistics (no drops: nothing was dropped on
-// the way to the file) and flushes. The caller closes the file.
+// Stop writes the interface statistics and flushes (capturefile.Writer's
+// Stop), and counts each interface's packets as a Capture's Stats does.
+// The caller closes the file.
 func (w *Writer) Stop() (Stats, error) {
 	var s Stats
-	if w.stopped {
-		return s, nil
+	counts, err := w.Writer.Stop()
+	for i, n := range counts {
+		s.Interfaces = append(s.Interfaces, InterfaceStats{Name: w.Interfaces()[i], Index: i, Received: n, Written: n, KernelPackets: n})
 	}
-	w.stopped = true
-	for i, n := range w.ifaces {
-		err := w.ng.WriteInterfaceStats(i, pcapgo.NgInterfaceStatistics{LastUpdate: w.last, StartTime: w.first, EndTime: w.last,
-			PacketsReceived: w.counts[i], PacketsDropped: 0})
-		if err != nil {
-			return s, err
-		}
-		s.Interfaces = append(s.Interfaces, InterfaceStats{Name: n, Index: i, Received: w.counts[i], Written: w.counts[i], KernelPackets: w.counts[i]})
-	}
-	return s, w.ng.Flush()
+	return s, err
 }

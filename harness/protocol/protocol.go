@@ -1,25 +1,25 @@
-// Package protocol is the seam between the testbed core and the protocol
-// it tests. The core — experiment parsing, backends, impairment, capture,
-// the fault schedule, the results directory and the report frame — knows
-// processes, links and events; a protocol plug-in knows what its processes
-// are. Data flows one way (experiment → run → logs and capture → analysis
-// → report), so a plug-in has two halves in two registries:
+// Package protocol is the run half of the seam between the testbed core
+// and the protocol it tests. The core — experiment parsing, backends,
+// impairment, capture, the fault schedule, the results directory and the
+// report frame — knows processes, links and events; a protocol plug-in
+// knows what its processes are. Data flows one way (experiment → run →
+// logs and capture → analysis → report), so a plug-in is three parts:
 //
-//   - the run half (this package's Protocol), used by harness/runner:
-//     each process's configuration file, the command that starts it, the
-//     live observers the schedule needs (a crash target such as "holder"),
-//     and the basis of the paper clock;
-//   - the analysis half, used by package analysis: its checkers and its
-//     figures and report sections (analysis.RegisterChecker,
-//     analysis.RegisterProtocol; token passing's: analysis/tokenpassing).
+//   - its declaration (package protocols and protocols/NAME), under both
+//     halves: its name, its say over an experiment file (roles, sections,
+//     the schedule's target words) and the basis of the paper clock;
+//   - the run half (this package's Protocol, embedding the declaration),
+//     used by harness/runner: each process's configuration file, the
+//     command that starts it, and the live observers the schedule needs
+//     (a crash target such as "holder");
+//   - the analysis half (analysis.Register): its checkers, figures and
+//     report sections.
 //
-// Token passing (seed 002, package harness/protocol/tokenpassing) is the first
-// plug-in. A lock service (seed 001: servers and clients) is a second one
-// without a core change: its Schema accepts roles "server" and "client"
-// and decodes each agent's config section into its own types, Config
-// writes each role's file, Target resolves "leader" from the servers'
-// logs, and its Basis counts the clients' critical sections as
-// application time.
+// Token passing (seed 002: protocols/tokenpassing, run half
+// harness/protocol/tokenpassing) and the FTN lock service (seed 001:
+// protocols/ftn, harness/protocol/ftn, servers and clients) are the
+// plug-ins; the harness binary links them in by one aggregator file
+// (harness/plugins.go).
 //
 // Adding a protocol: see the README, "Adding a protocol".
 package protocol
@@ -31,9 +31,9 @@ import (
 	"tokenbed/agent/ca"
 	"tokenbed/agent/eventlog"
 	"tokenbed/experiments"
-	"tokenbed/harness/results"
 	"tokenbed/harness/sim"
 	"tokenbed/internal/registry"
+	"tokenbed/protocols"
 )
 
 // Process is one process of a run as the runner placed it.
@@ -74,15 +74,10 @@ type Files struct {
 
 // Protocol is the run half of a protocol plug-in.
 type Protocol interface {
-	// Name is the protocol's name in experiment files (protocol:).
-	Name() string
-	// Schema validates what of an experiment file is the protocol's: the
-	// processes' roles, their configuration sections (kept undecoded by
-	// package experiments, decoded here with their file:line) and the
-	// schedule's target words ("holder"). Register registers it with
-	// package experiments, so an experiment naming the protocol is
-	// checked by it when it loads.
-	experiments.Schema
+	// Declaration is what the analysis half shares: the name, the
+	// experiment schema and the paper clock's basis. Its package
+	// registers it (protocols.Register).
+	protocols.Declaration
 	// Config returns p's configuration file. peers are the processes it
 	// knows at start (for a process that joins later, the one it joins
 	// through); seed is p's own random seed.
@@ -93,8 +88,6 @@ type Protocol interface {
 	// NominalNS is p's nominal interval of application time in wall
 	// nanoseconds (its hold, scaled), or 0 when it has none.
 	NominalNS(e *experiments.Experiment, p experiments.Agent) int64
-	// Basis classifies events for the paper clock.
-	Basis(e eventlog.Event) (results.ClockOp, string)
 	// NewObserver returns a live observer for one run.
 	NewObserver() Observer
 }
@@ -146,20 +139,17 @@ type SimConfigured interface {
 type SimStart func(o Start, now time.Time) (p sim.Process, log string, err error)
 
 // Default is the protocol of an experiment file that names none.
-const Default = experiments.DefaultProtocol
+const Default = protocols.Default
 
-var protocols = registry.New[Protocol]("protocol")
+var runHalves = registry.New[Protocol]("protocol")
 
-// Register makes a protocol known by its name, to the runner and (its
-// Schema) to package experiments. Plug-ins call it from init; registering
-// a name twice panics.
-func Register(p Protocol) {
-	protocols.Register(p.Name(), p)
-	experiments.RegisterSchema(p.Name(), p)
-}
+// Register makes a protocol's run half known to the runner by its
+// declaration's name. Plug-ins call it from init; registering a name twice
+// panics.
+func Register(p Protocol) { runHalves.Register(p.Name(), p) }
 
 // Names lists the registered protocols, sorted.
-func Names() []string { return protocols.Names() }
+func Names() []string { return runHalves.Names() }
 
 // Lookup returns the named protocol ("" is Default), or an error listing
 // the registered ones.
@@ -167,5 +157,5 @@ func Lookup(name string) (Protocol, error) {
 	if name == "" {
 		name = Default
 	}
-	return protocols.Lookup(name)
+	return runHalves.Lookup(name)
 }

@@ -11,7 +11,7 @@ import (
 	"tokenbed/agent/eventlog"
 	"tokenbed/harness/backend"
 	"tokenbed/harness/protocol"
-	"tokenbed/harness/results"
+	"tokenbed/internal/results"
 )
 
 // startAgent starts (or restarts) an agent; join names the member to join
@@ -64,8 +64,8 @@ func (r *run) startProcess(ctx context.Context, inst, join string) error {
 func (r *run) waitStarted(ctx context.Context) error {
 	deadline := time.Now().Add(30 * time.Second)
 	// An agent seen started is not read again: each poll reads only the
-	// logs still waiting (re-reading all of them every 10 ms was 36,000
-	// file reads a second while 360 agents start, issue 16).
+	// logs still waiting (re-reading all of them every 10 ms would be
+	// 36,000 file reads a second while 360 agents start).
 	seen := map[string]bool{}
 	for {
 		waiting := ""

@@ -14,7 +14,7 @@ import (
 
 	"tokenbed/harness/backend"
 	"tokenbed/harness/backend/nsbackend"
-	"tokenbed/harness/results"
+	"tokenbed/internal/results"
 )
 
 // The run registry: /run/tokenbed/RUNID, one JSON entry per run, created

@@ -7,7 +7,7 @@ import (
 
 	"tokenbed/agent/ca"
 	"tokenbed/harness/protocol"
-	"tokenbed/harness/results"
+	"tokenbed/internal/results"
 )
 
 // credentials creates the run's CA and every member's key pair, from src

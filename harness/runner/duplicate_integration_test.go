@@ -19,7 +19,7 @@ import (
 
 	"tokenbed/harness/backend"
 	"tokenbed/harness/backend/nsbackend"
-	"tokenbed/harness/results"
+	"tokenbed/internal/results"
 	"tokenbed/internal/testenv"
 	"tokenbed/internal/uml/umltest"
 	"tokenbed/netem"

@@ -21,8 +21,8 @@ import (
 	"tokenbed/agent/ca"
 	"tokenbed/agent/eventlog"
 	"tokenbed/agent/wire"
-	"tokenbed/harness/results"
 	"tokenbed/internal/nsenter"
+	"tokenbed/internal/results"
 )
 
 // Three agents circulate one token (100 ms holds, real time). An insider

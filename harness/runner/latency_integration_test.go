@@ -13,7 +13,7 @@ import (
 
 	"tokenbed/agent/eventlog"
 	"tokenbed/analysis/pcaptimeline"
-	"tokenbed/harness/results"
+	"tokenbed/internal/results"
 	"tokenbed/internal/testenv"
 	"tokenbed/internal/uml/umltest"
 	"tokenbed/netem"

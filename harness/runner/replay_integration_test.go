@@ -20,8 +20,8 @@ import (
 	"tokenbed/agent/eventlog"
 	"tokenbed/analysis"
 	tpanalysis "tokenbed/analysis/tokenpassing"
-	"tokenbed/harness/results"
 	"tokenbed/internal/nsenter"
+	"tokenbed/internal/results"
 )
 
 // C crashes and comes back; while it is down and after its restart, an
@@ -49,8 +49,7 @@ schedule:
 // A restarted agent has lost the soft state that recognises replays
 // (002 §3.1). Replays of its previous life, spoofed from their original
 // sources into its namespace, must not make it acquire a copy of the live
-// token: requirement (ii) passes, and the restarted agent refuses them
-// (issue 10, item 1).
+// token: requirement (ii) passes, and the restarted agent refuses them.
 func TestRestartedAgentRefusesReplaysOfItsPreviousLife(t *testing.T) {
 	requireRoot(t)
 	e, path := load(t, replayed)

@@ -17,7 +17,7 @@ import (
 
 	agentres "tokenbed/agent/resource"
 	"tokenbed/harness/backend"
-	"tokenbed/harness/results"
+	"tokenbed/internal/results"
 	"tokenbed/internal/strictyaml"
 )
 

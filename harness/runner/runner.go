@@ -44,7 +44,7 @@ import (
 	"tokenbed/harness/backend/nsbackend"
 	"tokenbed/harness/capture"
 	"tokenbed/harness/protocol"
-	"tokenbed/harness/results"
+	"tokenbed/internal/results"
 	"tokenbed/netem"
 	"tokenbed/netem/userspace"
 )

@@ -14,7 +14,7 @@ import (
 	"tokenbed/agent/eventlog"
 	"tokenbed/experiments"
 	"tokenbed/harness/backend/nsbackend"
-	"tokenbed/harness/results"
+	"tokenbed/internal/results"
 	"tokenbed/internal/testenv"
 )
 

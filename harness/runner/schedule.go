@@ -13,7 +13,7 @@ import (
 	"tokenbed/agent/eventlog"
 	"tokenbed/experiments"
 	"tokenbed/harness/backend"
-	"tokenbed/harness/results"
+	"tokenbed/internal/results"
 	"tokenbed/netem"
 )
 

@@ -14,8 +14,8 @@ import (
 	"tokenbed/harness/backend"
 	"tokenbed/harness/capture"
 	"tokenbed/harness/protocol"
-	"tokenbed/harness/results"
 	"tokenbed/harness/sim"
+	"tokenbed/internal/results"
 	"tokenbed/netem"
 )
 

@@ -15,7 +15,7 @@ import (
 	"tokenbed/experiments"
 	"tokenbed/harness/backend"
 	"tokenbed/harness/protocol"
-	"tokenbed/harness/results"
+	"tokenbed/internal/results"
 	"tokenbed/netem"
 )
 

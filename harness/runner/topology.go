@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 
 	"tokenbed/experiments"
-	"tokenbed/harness/results"
+	"tokenbed/internal/results"
 	"tokenbed/netem"
 )
 

@@ -18,9 +18,9 @@ import (
 	"tokenbed/experiments"
 	"tokenbed/harness/backend"
 	_ "tokenbed/harness/protocol/tokenpassing"
-	"tokenbed/harness/results"
 	"tokenbed/harness/runner"
 	"tokenbed/harness/sim"
+	"tokenbed/internal/results"
 )
 
 // simRun runs the experiment file in the simulator as harness run
@@ -79,7 +79,7 @@ func digests(t *testing.T, dir string) map[string]string {
 }
 
 // The same experiment and seed give byte-identical logs and capture: a
-// failing seed must replay exactly. Both runs have the same run ID (in two
+// failing seed replays exactly. Both runs have the same run ID (in two
 // results directories): the ID is in the harness log and the capture's
 // comment, as everything a run creates carries it. The second run
 // verifies every signature in the loop, the third on four workers ahead

@@ -75,7 +75,7 @@ const (
 )
 
 // DefaultWorkload is the bench's client workload: the FTN plug-in's
-// default rate and hold (harness/protocol/ftn.DefaultWorkload: one
+// default rate and hold (protocols/ftn.DefaultWorkload: one
 // acquisition per second, held 200 ms), exclusive only, no data, and
 // 1,000 names so that an acquire seldom waits for another client's hold
 // (with 8 names a tenth of the acquires would, and p99 would measure

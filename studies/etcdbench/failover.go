@@ -182,7 +182,7 @@ func ftnLeader(logs string, servers []member) (string, error) {
 }
 
 // ftnDefaultTick is the FTN machines' tick for which their default
-// timeouts are counted (harness/protocol/ftn.Tick).
+// timeouts are counted (protocols/ftn.Tick).
 const ftnDefaultTick = 50 * time.Millisecond
 
 // ftnTiming is the machines' default timeouts (agent/ftn/server and

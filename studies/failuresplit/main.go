@@ -32,13 +32,11 @@ import (
 
 	"tokenbed/agent/eventlog"
 	"tokenbed/analysis"
-	_ "tokenbed/analysis/tokenpassing" // token passing's samples reader
 	"tokenbed/experiments"
 	"tokenbed/harness/backend"
-	_ "tokenbed/harness/protocol/tokenpassing"
-	"tokenbed/harness/results"
 	"tokenbed/harness/runner"
 	"tokenbed/harness/sim"
+	"tokenbed/internal/results"
 )
 
 // topology is experiments/endurance.yaml's, without its schedule and

@@ -1,6 +1,6 @@
 // Package ftnliteral builds literal FTN captures: signed FTN datagrams,
 // written one a line as text, turned into the pcapng file the simulator's
-// capture writer would write (harness/capture.Writer: raw IPv4, one
+// capture writer writes (internal/capturefile.Writer: raw IPv4, one
 // interface per member, interface statistics at the end). It exists for
 // tests, as harness/runner/runnertest does: analysis/ftn judges literal
 // captures and analysis/pcaptimeline prints their timelines, and both
@@ -46,7 +46,7 @@
 // datagram is its line number); "broken" spoils it after signing: json
 // the body's JSON, version the format version byte.
 //
-// A harness line is an annotation of the capture (capture.Writer's
+// A harness line is an annotation of the capture (capturefile.Writer's
 // Annotate): an event of agent "harness" with the kind EVENT_KIND.
 //
 // Datagrams are encoded and signed by agent/ftn/codec with certificates
@@ -75,7 +75,7 @@ import (
 	"tokenbed/agent/eventlog"
 	"tokenbed/agent/ftn/codec"
 	"tokenbed/agent/ftn/msg"
-	"tokenbed/harness/capture"
+	"tokenbed/internal/capturefile"
 )
 
 // Seeds of the run's CA and of the forger's.
@@ -439,7 +439,7 @@ func (b *builder) write(comment string) ([]byte, error) {
 	for i, n := range b.names {
 		ifnames[i] = n + "/eth0"
 	}
-	w, err := capture.NewWriter(&out, ifnames, nil, comment)
+	w, err := capturefile.NewWriter(&out, ifnames, nil, comment)
 	if err != nil {
 		return nil, err
 	}

@@ -23,9 +23,9 @@ import (
 	"tokenbed/agent/ftn/msg"
 	"tokenbed/experiments"
 	"tokenbed/harness/backend"
-	"tokenbed/harness/results"
 	"tokenbed/harness/runner"
 	"tokenbed/internal/inject"
+	"tokenbed/internal/results"
 	"tokenbed/internal/testenv"
 )
 

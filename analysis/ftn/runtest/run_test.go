@@ -28,9 +28,9 @@ import (
 	_ "tokenbed/harness/backend/nsbackend"
 	"tokenbed/harness/protocol"
 	_ "tokenbed/harness/protocol/ftn"
-	"tokenbed/harness/results"
 	"tokenbed/harness/runner"
 	"tokenbed/harness/sim"
+	"tokenbed/internal/results"
 	"tokenbed/internal/testenv"
 	"tokenbed/netem"
 )
@@ -187,8 +187,8 @@ func decodes(t *testing.T, dir string) {
 }
 
 // TestExperimentInContainers: the same experiment with every server and
-// client in a Docker container (the container backend; issue 14: the
-// harness launches them "in namespaces, containers and the sim"): its
+// client in a Docker container (the container backend: a protocol's
+// processes run in namespaces, containers and the simulator alike): its
 // checker passes, both views.
 func TestExperimentInContainers(t *testing.T) {
 	testenv.RequireRoot(t, "creates network namespaces and containers")

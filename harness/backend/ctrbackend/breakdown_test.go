@@ -9,7 +9,7 @@ import (
 
 	"tokenbed/agent/eventlog"
 	"tokenbed/analysis/pcaptimeline"
-	"tokenbed/harness/results"
+	"tokenbed/internal/results"
 )
 
 // passStages splits one pass (Move, Ack, Commit, EarlyStop, each sent

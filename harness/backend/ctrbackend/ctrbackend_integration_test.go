@@ -21,8 +21,8 @@ import (
 
 	"tokenbed/agent/eventlog"
 	"tokenbed/harness/backend"
-	"tokenbed/harness/results"
 	"tokenbed/internal/nsenter"
+	"tokenbed/internal/results"
 )
 
 var base = netip.MustParsePrefix("10.77.0.0/16")

@@ -17,8 +17,8 @@ import (
 	"tokenbed/agent/eventlog"
 	"tokenbed/analysis/pcaptimeline"
 	"tokenbed/experiments"
-	"tokenbed/harness/results"
 	"tokenbed/harness/runner"
+	"tokenbed/internal/results"
 )
 
 // Three agents without profiles; C crashes and comes back, then whoever

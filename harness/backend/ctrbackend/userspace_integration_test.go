@@ -9,8 +9,8 @@ import (
 	"tokenbed/analysis"
 	"tokenbed/analysis/pcaptimeline"
 	tpanalysis "tokenbed/analysis/tokenpassing"
-	"tokenbed/harness/results"
 	"tokenbed/harness/runner"
+	"tokenbed/internal/results"
 )
 
 // Three agents in containers with a profile per link (5 ms each way

@@ -17,8 +17,8 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"tokenbed/harness/backend"
-	"tokenbed/harness/results"
 	"tokenbed/internal/nsenter"
+	"tokenbed/internal/results"
 	"tokenbed/internal/testenv"
 )
 

@@ -11,7 +11,8 @@ import (
 	"tokenbed/agent/ftn/msg"
 	"tokenbed/experiments"
 	"tokenbed/harness/protocol"
-	"tokenbed/harness/results"
+	"tokenbed/internal/results"
+	decl "tokenbed/protocols/ftn"
 )
 
 func proc(name, role string, last byte) protocol.Process {
@@ -48,10 +49,10 @@ func TestConfig(t *testing.T) {
 func TestObserverAndBasis(t *testing.T) {
 	o := Protocol{}.NewObserver()
 	o.Observe("s1", eventlog.Event{Kind: "ftn_leader"})
-	if l, ok := o.Target(TargetLeader, []string{"s0", "s1", "s2"}); !ok || l != "s1" {
+	if l, ok := o.Target(decl.TargetLeader, []string{"s0", "s1", "s2"}); !ok || l != "s1" {
 		t.Errorf("leader %q %v, want s1", l, ok)
 	}
-	if _, ok := o.Target(TargetLeader, []string{"s0"}); ok {
+	if _, ok := o.Target(decl.TargetLeader, []string{"s0"}); ok {
 		t.Error("leader outside among")
 	}
 	acq := ftnlog.Completion(1, 1, msg.Acquire, "a", msg.Exclusive, ftnlog.OK, "ok", msg.Fence{Epoch: 1, Counter: 1}, nil).Event(ftnlog.Complete)
@@ -62,7 +63,7 @@ func TestObserverAndBasis(t *testing.T) {
 	}
 	o.Observe("c0", rel)
 	o.Down("s1")
-	if _, ok := o.Target(TargetLeader, []string{"s0", "s1", "s2"}); ok || o.Holds("c0") != "" {
+	if _, ok := o.Target(decl.TargetLeader, []string{"s0", "s1", "s2"}); ok || o.Holds("c0") != "" {
 		t.Error("after s1 down and c0's release: want no leader and no holds")
 	}
 	if op, k := (Protocol{}).Basis(acq); op != results.ClockBegin || k != "a" {

@@ -8,91 +8,25 @@
 package tokenpassing
 
 import (
-	"maps"
-	"slices"
 	"strconv"
 	"time"
 
 	"github.com/goccy/go-yaml"
 
-	"tokenbed/agent/circulation"
-	_ "tokenbed/agent/circulation/policies" // the roles agents take
 	"tokenbed/agent/config"
 	"tokenbed/agent/eventlog"
 	"tokenbed/experiments"
 	"tokenbed/harness/protocol"
-	"tokenbed/harness/results"
+	decl "tokenbed/protocols/tokenpassing"
 )
 
-// Name of the protocol in experiment files.
-const Name = "tokenpassing"
-
-// TargetHolder is the schedule target meaning whoever holds a token now
-// (crash), or the agent the last crash of "holder" killed (restart).
-const TargetHolder = "holder"
-
-// Protocol is the token passing plug-in.
-type Protocol struct{}
+// Protocol is the run half of the token passing plug-in; its
+// declaration (name, schema, paper-clock basis) is protocols/tokenpassing.
+type Protocol struct{ decl.Declaration }
 
 var _ protocol.Protocol = Protocol{}
 
 func init() { protocol.Register(Protocol{}) }
-
-// Name implements protocol.Protocol.
-func (Protocol) Name() string { return Name }
-
-// Role implements experiments.Schema: the roles are the registered
-// circulation policies; none means the random walk (002 §3.2).
-func (Protocol) Role(role string) (string, error) {
-	if role == "" {
-		return circulation.DefaultRole, nil
-	}
-	if err := circulation.UnknownRole(role); err != nil {
-		return "", err
-	}
-	return role, nil
-}
-
-// Targets implements experiments.Schema.
-func (Protocol) Targets() []string { return []string{TargetHolder} }
-
-// CheckAgents implements experiments.Schema: some agent generates a
-// token at start; with none, no token would exist until one regenerates
-// it (002 §3.2).
-func (Protocol) CheckAgents(agents []experiments.Agent) []experiments.Problem {
-	for _, a := range agents {
-		if a.Generate {
-			return nil
-		}
-	}
-	return []experiments.Problem{{Path: "$.agents", Msg: "no agent has generate: true, so no token would exist until a regeneration"}}
-}
-
-// harnessFields are the agent configuration's fields that Config sets for
-// every agent from the run itself: an experiment's config section cannot
-// set them.
-var harnessFields = map[string]string{
-	"name": "the agent's instance name", "listen": "its address", "ca": "the run's CA",
-	"credentials": "the run's keys", "log": "the results directory", "role": "role:",
-	"seed": "the experiment's seed", "time_scale": "time_scale:", "network_time_scale": "network_time_scale:",
-	"peers": "the topology", "join": "join steps", "generate": "generate:",
-}
-
-// CheckConfig implements experiments.Schema: the agent's own
-// configuration types (agent/config and each policy's section) decode the
-// section strictly and validate it, every error at its line.
-func (Protocol) CheckConfig(a experiments.Agent) error {
-	_, owned := a.Config.Split(func(k string) bool { return harnessFields[k] != "" })
-	for _, k := range slices.Sorted(maps.Keys(owned)) {
-		owned[k].Errorf("", "set by the harness from %s, not in an agent's configuration", harnessFields[k])
-	}
-	c, err := decode(a, 1)
-	if err != nil {
-		return err
-	}
-	c.Validate() // records its errors in the experiment's file
-	return nil
-}
 
 // Config implements protocol.Protocol: the agent's configuration file.
 func (Protocol) Config(e *experiments.Experiment, p protocol.Process, peers []protocol.Process, f protocol.Files, seed uint64) ([]byte, error) {
@@ -148,7 +82,7 @@ func (Protocol) Args(cfg string, o protocol.Start) []string {
 // fixed one (the random walk's, as the agent resolves it) in wall time;
 // the Wandering Token's holds vary.
 func (Protocol) NominalNS(e *experiments.Experiment, a experiments.Agent) int64 {
-	r, err := resolve(a, e.TimeScale)
+	r, err := decl.Resolve(a, e.TimeScale)
 	if err != nil {
 		return 0
 	}
@@ -156,39 +90,6 @@ func (Protocol) NominalNS(e *experiments.Experiment, a experiments.Agent) int64 
 		return int64(h.NominalHold())
 	}
 	return 0
-}
-
-// resolve resolves an experiment's agent as the agent would, with
-// durations divided by timeScale.
-func resolve(a experiments.Agent, timeScale float64) (*config.Resolved, error) {
-	c, err := decode(a, timeScale)
-	if err != nil {
-		return nil, err
-	}
-	return c.Validate()
-}
-
-// decode is an experiment's agent as an agent configuration, with
-// placeholders for what the run sets.
-func decode(a experiments.Agent, timeScale float64) (*config.Config, error) {
-	c, err := config.Decode(a.Config)
-	if err != nil {
-		return nil, err
-	}
-	c.Name, c.Listen, c.CA, c.Credentials, c.Role, c.TimeScale = "x", "10.0.0.1:1", "x", "x", a.Role, timeScale
-	return c, nil
-}
-
-// Basis implements protocol.Protocol: a hold runs from a token_acquired to
-// the pass_started, release or discard that ends it.
-func (Protocol) Basis(e eventlog.Event) (results.ClockOp, string) {
-	switch e.Kind {
-	case eventlog.TokenAcquired:
-		return results.ClockBegin, e.Token
-	case eventlog.PassStarted, eventlog.TokenReleased, eventlog.TokenDiscarded:
-		return results.ClockEnd, e.Token
-	}
-	return results.ClockNone, ""
 }
 
 // NewObserver implements protocol.Protocol.
@@ -224,7 +125,7 @@ func (o *observer) Down(inst string) {
 // Target resolves "holder": of the instances among that hold a token, the
 // first by name (deterministic when several tokens circulate).
 func (o *observer) Target(word string, among []string) (string, bool) {
-	if word != TargetHolder {
+	if word != decl.TargetHolder {
 		return "", false
 	}
 	in := map[string]bool{}

@@ -13,7 +13,8 @@ import (
 	"tokenbed/agent/eventlog"
 	"tokenbed/experiments"
 	"tokenbed/harness/protocol"
-	"tokenbed/harness/results"
+	"tokenbed/internal/results"
+	decl "tokenbed/protocols/tokenpassing"
 )
 
 // The configuration the plug-in writes is one the agent loads, with the
@@ -84,14 +85,14 @@ func TestObserverHolder(t *testing.T) {
 	o := Protocol{}.NewObserver()
 	o.Observe("B.r1", eventlog.Event{Kind: eventlog.TokenAcquired, Token: "t1"})
 	o.Observe("A", eventlog.Event{Kind: eventlog.TokenAcquired, Token: "t0"})
-	if got, ok := o.Target(TargetHolder, []string{"A.r1", "B.r1"}); !ok || got != "B.r1" {
+	if got, ok := o.Target(decl.TargetHolder, []string{"A.r1", "B.r1"}); !ok || got != "B.r1" {
 		t.Errorf("holder of replica 1 = %q %v, want B.r1", got, ok)
 	}
 	if o.Holds("A") != "t0" {
 		t.Errorf("A holds %q", o.Holds("A"))
 	}
 	o.Down("B.r1")
-	if got, ok := o.Target(TargetHolder, []string{"A.r1", "B.r1"}); ok {
+	if got, ok := o.Target(decl.TargetHolder, []string{"A.r1", "B.r1"}); ok {
 		t.Errorf("a crashed agent is still the holder: %q", got)
 	}
 	o.Observe("A", eventlog.Event{Kind: eventlog.PassCompleted, Token: "t0"})
