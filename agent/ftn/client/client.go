@@ -27,6 +27,15 @@
 // query it adopts the query's global state, so every message of the dead
 // server that arrives after the answer is discarded, and every one that
 // arrived before is in the answer.
+//
+// Fresh replies: a reply names the registration (client ID and
+// RegVersion) and the request it answers. The client takes it only for
+// an outstanding request of its current registration: a client
+// registered again (a new machine in the same process, whose request
+// numbers start again at 1) takes nothing meant for its previous life.
+// Its answer to a query carries its newest request number and its
+// outstanding requests, so that a server taking names over refuses late
+// copies of the others (the server package's "Fresh requests").
 package client
 
 import (
@@ -114,6 +123,7 @@ type Hold struct {
 	Mode  msg.Mode
 	Fence msg.Fence
 	Data  []byte
+	Req   uint64 // the acquire that obtained it
 }
 
 type op struct {
@@ -383,11 +393,17 @@ func (c *Client) query(i int, m msg.Msg) {
 	if c.late(i, m.Inc) {
 		return
 	}
-	r := msg.Msg{Kind: msg.QueryReply, Client: c.id, RegVersion: c.regVersion, Version: m.Version}
+	// Req and Marks tell the querier which of our requests may still come
+	// (those outstanding) and that every other one up to Req is done: it
+	// refuses their late copies, whichever server they were sent to.
+	r := msg.Msg{Kind: msg.QueryReply, Client: c.id, RegVersion: c.regVersion, Version: m.Version, Req: c.nextReq}
 	names := slices.Sorted(maps.Keys(c.holds))
 	for _, n := range names {
 		h := c.holds[n]
-		r.Holds = append(r.Holds, msg.Hold{Client: c.id, Name: n, Mode: h.Mode, Fence: h.Fence, Data: h.Data})
+		r.Holds = append(r.Holds, msg.Hold{Client: c.id, Name: n, Mode: h.Mode, Fence: h.Fence, Data: h.Data, Req: h.Req})
+	}
+	for _, req := range c.reqs() {
+		r.Marks = append(r.Marks, msg.ReqMark{Client: c.id, Name: c.ops[req].Name, Req: req})
 	}
 	c.send(i, r)
 }
@@ -403,6 +419,12 @@ func (c *Client) reply(i int, m msg.Msg) {
 		}
 		return
 	}
+	if m.Client != c.id || m.RegVersion != c.regVersion {
+		// Meant for a previous registration of this process: its request
+		// numbers started again at 1 in this one.
+		c.event(msg.Event{Kind: "stale", Server: i, Req: m.Req, Name: m.Name, Detail: "reply to " + msg.IDString(m.Client)})
+		return
+	}
 	p := c.ops[m.Req]
 	if p == nil || p.Name != m.Name {
 		return // a repeat's answer
@@ -412,7 +434,7 @@ func (c *Client) reply(i int, m msg.Msg) {
 	if m.Status == msg.OK {
 		switch p.Kind {
 		case msg.Acquire:
-			c.holds[p.Name] = &Hold{Mode: p.Mode, Fence: m.Fence, Data: m.Data}
+			c.holds[p.Name] = &Hold{Mode: p.Mode, Fence: m.Fence, Data: m.Data, Req: p.req}
 			r.Data = m.Data
 		case msg.Release:
 			delete(c.holds, p.Name)

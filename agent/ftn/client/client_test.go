@@ -94,7 +94,7 @@ func TestAnsweredNotRepeated(t *testing.T) {
 	owner := c.g.Owner("a")
 	got := sends(c, msg.Acquire, 3*retry, func(tick int64) {
 		if tick == 7+retry+5 {
-			c.Step(c.cfg.Servers[owner], msg.Msg{Kind: msg.Reply, Client: c.id, Req: req, Name: "a", Status: msg.OK,
+			c.Step(c.cfg.Servers[owner], msg.Msg{Kind: msg.Reply, Client: c.id, RegVersion: c.regVersion, Req: req, Name: "a", Status: msg.OK,
 				Fence: msg.Fence{Epoch: c.g.Version, Counter: 1}, Inc: 1, Server: owner, Version: c.g.Version})
 		}
 	})

@@ -27,10 +27,11 @@
 // 2-byte port each) and every byte before it, as agent/wire does for
 // token passing: a datagram received by another address or from another
 // source is refused, so a sniffed one cannot be replayed elsewhere.
-// Within one address pair a replay repeats an old request; requests are
-// idempotent (per client and request number) and a release names the
-// fence of the hold it ends, so a replayed release cannot end a later
-// hold.
+// Within one address pair a replay repeats an old request or reply: a
+// server applies only a client's newest request per name (the server
+// package's "Fresh requests"), a reply names the registration and the
+// request it answers, and a release names the fence of the hold it
+// ends.
 //
 // Every datagram carries its certificate, so a receiver needs no key
 // cache to start; verified certificates are cached by their bytes, so a

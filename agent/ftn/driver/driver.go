@@ -55,7 +55,8 @@ func (d *Driver) Run(ctx context.Context) error {
 	if err := d.flush(d.H.Start(time.Now())); err != nil {
 		return err
 	}
-	timer := time.NewTimer(time.Until(d.H.Deadline()))
+	armed := d.H.Deadline()
+	timer := time.NewTimer(time.Until(armed))
 	defer timer.Stop()
 	for {
 		var out host.Output
@@ -74,10 +75,16 @@ func (d *Driver) Run(ctx context.Context) error {
 			out = d.H.Invoke(time.Now(), op)
 		case <-timer.C:
 			out = d.H.Tick(time.Now())
-			timer.Reset(time.Until(d.H.Deadline()))
+			armed = time.Time{}
 		}
 		if err := d.flush(out); err != nil {
 			return err
+		}
+		// A datagram may bring the deadline forward (a rejections summary
+		// now pending); Reset on a Go 1.23+ timer needs no draining.
+		if dl := d.H.Deadline(); !dl.Equal(armed) {
+			armed = dl
+			timer.Reset(time.Until(dl))
 		}
 	}
 }

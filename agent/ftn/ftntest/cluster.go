@@ -35,6 +35,12 @@ type Options struct {
 	// Server and Client are templates for every process's timing.
 	Server server.Config
 	Client client.Config
+	// Dup is the probability that a datagram from a client to a server
+	// is delivered twice, the copy 1..DupDelay rounds after the original
+	// (netem's duplicate with a large delay jitter: late duplicates with
+	// no attacker; 001 "Communication" repeats requests anyway).
+	Dup      float64
+	DupDelay int
 }
 
 type snode struct {
@@ -65,6 +71,7 @@ type Cluster struct {
 	clients []*cnode
 	names   map[netip.AddrPort]string
 	flight  []packet
+	late    map[int64][]packet // duplicates, by the round that delivers them
 	cut     map[[2]string]bool
 	// Loss is the probability that a datagram is lost.
 	Loss float64
@@ -75,12 +82,13 @@ type Cluster struct {
 	trace []string
 	log   []eventlog.Event
 	seq   map[string]uint64
+	sent  []packet // every datagram sent, for Replay
 }
 
 // New starts a cluster: every server and client is up at tick 0.
 func New(o Options) (*Cluster, error) {
 	c := &Cluster{opt: o, rnd: rand.New(rand.NewPCG(o.Seed, 0x66746e)), names: map[netip.AddrPort]string{},
-		cut: map[[2]string]bool{}, seq: map[string]uint64{}}
+		cut: map[[2]string]bool{}, seq: map[string]uint64{}, late: map[int64][]packet{}}
 	var peers []msg.Peer
 	for i := range o.Servers {
 		p := msg.Peer{Name: fmt.Sprintf("s%d", i), Addr: netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 0, 0, byte(i + 1)}), 7000)}
@@ -264,8 +272,39 @@ func (c *Cluster) sendAll(from msg.Peer, outs []msg.Out) {
 		if c.ShowAll || (c.ShowMsgs && !hidden(o.Msg.Kind)) {
 			c.tracef("%s->%s %s", from.Name, to, o.Msg)
 		}
-		c.flight = append(c.flight, packet{from: from, to: o.To, m: copyMsg(o.Msg)})
+		p := packet{from: from, to: o.To, m: copyMsg(o.Msg)}
+		c.flight = append(c.flight, p)
+		c.sent = append(c.sent, p)
+		if c.opt.Dup > 0 && !o.Msg.Kind.FromServer() && c.rnd.Float64() < c.opt.Dup {
+			at := c.tick + 1 + int64(c.rnd.IntN(max(c.opt.DupDelay, 1)))
+			c.late[at] = append(c.late[at], packet{from: from, to: o.To, m: copyMsg(o.Msg)})
+		}
 	}
+}
+
+// Replay puts in flight again the first datagram sent from process
+// from to process to of kind k and request number req (name too, if
+// not ""): a late duplicate, or an attacker's replay of a captured
+// datagram (it carries its sender's valid signature). It reports
+// whether one was found.
+func (c *Cluster) Replay(from, to string, k msg.Kind, req uint64, name string) bool {
+	for _, p := range c.sent {
+		if p.from.Name == from && c.names[p.to] == to && p.m.Kind == k && p.m.Req == req && (name == "" || p.m.Name == name) {
+			c.tracef("replay %s->%s %s", from, to, p.m)
+			c.flight = append(c.flight, packet{from: p.from, to: p.to, m: copyMsg(p.m)})
+			return true
+		}
+	}
+	return false
+}
+
+// Reregister gives client j a new registration in the same process (the
+// host does this when its ID becomes invalid: agent/ftn/host's
+// ftn_reregister): a new machine, same name and address, request
+// numbers from 1 again.
+func (c *Cluster) Reregister(j int) error {
+	c.record(c.clients[j].peer.Name, eventlog.Event{Kind: "ftn_reregister"})
+	return c.StartClient(j)
 }
 
 func (c *Cluster) collectServer(i int) {
@@ -313,7 +352,8 @@ func (c *Cluster) collectClient(j int) {
 // Step runs one round.
 func (c *Cluster) Step() {
 	c.tick++
-	flight := c.flight
+	flight := append(c.flight, c.late[c.tick]...)
+	delete(c.late, c.tick)
 	c.flight = nil
 	for _, p := range flight {
 		to := c.names[p.to]
@@ -435,4 +475,36 @@ func (c *Cluster) ClientIndex(name string) int {
 		}
 	}
 	return -1
+}
+
+// Phantoms lists the holds that a server lists and their client does not
+// believe it has: a grant the client never awaited (an old request
+// applied late), which it will never release. Holders whose ID no live
+// client has (a crashed life, until the leader drops it) are not
+// phantoms.
+func (c *Cluster) Phantoms() []string {
+	believes := map[uint64]map[string]bool{}
+	for _, n := range c.clients {
+		if n.c != nil && n.c.Registered() {
+			hs := map[string]bool{}
+			for name := range n.c.Holds() {
+				hs[name] = true
+			}
+			believes[n.c.ID()] = hs
+		}
+	}
+	var ps []string
+	for _, n := range c.servers {
+		if n.s == nil || !n.s.Serving() {
+			continue
+		}
+		for _, name := range n.s.Tokens() {
+			for _, h := range n.s.Holders(name) {
+				if hs, live := believes[h.Client]; live && !hs[name] {
+					ps = append(ps, fmt.Sprintf("%s: %s %s %s", n.peer.Name, name, msg.IDString(h.Client), h.Fence))
+				}
+			}
+		}
+	}
+	return ps
 }

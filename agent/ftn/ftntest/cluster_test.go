@@ -141,6 +141,28 @@ func run(t *testing.T, d *datadriven.TestData, cp **Cluster) (string, error) {
 	case "heal":
 		c.Heal()
 		return "ok", nil
+	case "replay":
+		k, ok := kindByName(strArg(t, d, "kind"))
+		if !ok {
+			return "", fmt.Errorf("kind: no message kind %q", strArg(t, d, "kind"))
+		}
+		name := ""
+		if d.HasArg("name") {
+			name = strArg(t, d, "name")
+		}
+		if !c.Replay(strArg(t, d, "from"), strArg(t, d, "to"), k, uint64(intArg(t, d, "req", 0)), name) {
+			return "", fmt.Errorf("replay: no %s sent from %s to %s", k, strArg(t, d, "from"), strArg(t, d, "to"))
+		}
+		return c.Trace(), nil
+	case "reregister":
+		j := c.ClientIndex(strArg(t, d, "c"))
+		if j < 0 {
+			return "", fmt.Errorf("c: no client %q", strArg(t, d, "c"))
+		}
+		if err := c.Reregister(j); err != nil {
+			return "", err
+		}
+		return "ok", nil
 	case "fences":
 		return fences(c.Log())
 	case "owner":
@@ -176,4 +198,13 @@ func fences(log []eventlog.Event) (string, error) {
 		return "ok", nil
 	}
 	return "out of order:\n" + strings.Join(bad, "\n"), nil
+}
+
+func kindByName(s string) (msg.Kind, bool) {
+	for k := msg.Kind(0); k < 64; k++ {
+		if k.Valid() && k.String() == s {
+			return k, true
+		}
+	}
+	return 0, false
 }

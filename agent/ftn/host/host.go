@@ -5,14 +5,23 @@
 // no I/O: the real driver (agent/ftn/driver) and the simulator
 // (harness/protocol/ftn, a sim.Process) both run it, so both run the
 // same code.
+//
+// Rejected datagrams (refused by the codec, or authentic but stale: a
+// machine's "stale" event, a late copy or a replay of a request or reply
+// it no longer awaits) are logged as the token passing agent's are: a
+// datagram_rejected line for the first agent/driver.RejectionSampler
+// sample per reason and interval, a rejections_summary for the rest, and
+// exact counts per reason in the agent_stopping record (Rejected).
 package host
 
 import (
 	"errors"
+	"maps"
 	"math/rand/v2"
 	"net/netip"
 	"time"
 
+	agentdriver "tokenbed/agent/driver"
 	"tokenbed/agent/eventlog"
 	"tokenbed/agent/ftn/client"
 	"tokenbed/agent/ftn/codec"
@@ -50,6 +59,10 @@ type Config struct {
 	// with the next nonce.
 	Workload     *Workload
 	ClientConfig client.Config
+	// Rejections bounds the log lines of rejected datagrams, as the token
+	// passing agent's driver does (a flood, or replays: 002 §3.1 drops
+	// them without reply); the zero value samples with its defaults.
+	Rejections agentdriver.RejectionSampler
 }
 
 // Host is one running process.
@@ -59,6 +72,8 @@ type Host struct {
 	wl   *workload
 	ops  map[uint64]client.Op // a client's outstanding operations
 
+	rej      agentdriver.RejectionSampler
+	rejected map[string]uint64 // every rejection by reason, logged or not
 	stopping bool
 }
 
@@ -70,7 +85,7 @@ func New(cfg Config) (*Host, error) {
 	if cfg.Tick <= 0 {
 		return nil, errors.New("host: tick must be positive")
 	}
-	h := &Host{cfg: cfg, ops: map[uint64]client.Op{}}
+	h := &Host{cfg: cfg, ops: map[uint64]client.Op{}, rej: cfg.Rejections, rejected: map[string]uint64{}}
 	if cfg.Workload != nil {
 		if cfg.Client == nil {
 			return nil, errors.New("host: a workload needs a client")
@@ -93,8 +108,18 @@ func (h *Host) Start(now time.Time) Output {
 		Seed: h.cfg.Seed, Version: eventlog.SchemaVersion}}}
 }
 
-// Deadline is when Tick is due.
-func (h *Host) Deadline() time.Time { return h.next }
+// Deadline is when Tick is due: the next machine tick, or the summary
+// of rejections sampled away, if that comes first.
+func (h *Host) Deadline() time.Time {
+	if d, ok := h.rej.Due(); ok && d.Before(h.next) {
+		return d
+	}
+	return h.next
+}
+
+// Rejected returns the count of rejected datagrams by reason, every one
+// of them (logged or summarised).
+func (h *Host) Rejected() map[string]uint64 { return maps.Clone(h.rejected) }
 
 // Receive handles a datagram from src.
 func (h *Host) Receive(now time.Time, src netip.AddrPort, data []byte) Output {
@@ -105,14 +130,26 @@ func (h *Host) Receive(now time.Time, src netip.AddrPort, data []byte) Output {
 		if errors.As(err, &ce) {
 			reason = ce.Reason
 		}
-		return Output{Events: []eventlog.Event{{Kind: eventlog.DatagramRejected, Addr: src.String(), Reason: reason}}}
+		return h.sample(now, Output{Events: []eventlog.Event{{Kind: eventlog.DatagramRejected, Addr: src.String(), Reason: reason}}})
 	}
 	if s := h.cfg.Server; s != nil {
 		s.Step(from, m)
 	} else {
 		h.cfg.Client.Step(from, m)
 	}
-	return h.drain(now)
+	return h.sample(now, h.drain(now))
+}
+
+// sample counts o's rejections and lets the sampler's share of them into
+// the log.
+func (h *Host) sample(now time.Time, o Output) Output {
+	for _, e := range o.Events {
+		if e.Kind == eventlog.DatagramRejected {
+			h.rejected[e.Reason]++
+		}
+	}
+	o.Events = h.rej.Filter(now, o.Events)
+	return o
 }
 
 // Tick runs every machine tick due by now, and the workload.
@@ -137,14 +174,16 @@ func (h *Host) Tick(now time.Time) Output {
 	}
 	if h.wl != nil && h.cfg.Client.Registered() {
 		for _, op := range h.wl.step(now, h.cfg.Client) {
-			o.merge(h.Invoke(now, op))
+			o.merge(h.invoke(now, op))
 		}
 	}
-	return o
+	return h.sample(now, o)
 }
 
 // Invoke starts a client operation, logging its invocation.
-func (h *Host) Invoke(now time.Time, op client.Op) Output {
+func (h *Host) Invoke(now time.Time, op client.Op) Output { return h.sample(now, h.invoke(now, op)) }
+
+func (h *Host) invoke(now time.Time, op client.Op) Output {
 	c := h.cfg.Client
 	req := c.Invoke(op)
 	h.ops[req] = op
@@ -165,7 +204,9 @@ func (h *Host) Stop(now time.Time, reason string) Output {
 		o.merge(h.drain(now))
 		o.Done = nil
 	}
-	o.Events = append(o.Events, eventlog.Event{Kind: eventlog.AgentStopping, Reason: reason})
+	o = h.sample(now, o)
+	o.Events = append(o.Events, h.rej.Final()...)
+	o.Events = append(o.Events, agentdriver.Stopping(reason, h.rejected))
 	return o
 }
 
@@ -187,8 +228,18 @@ func (h *Host) drain(now time.Time) Output {
 		o.Done = rd.Done
 	}
 	for _, e := range evs {
-		if e.Kind == "global" {
+		switch e.Kind {
+		case "global":
 			continue // every global state a client learns: the servers log them
+		case "stale":
+			// An authentic datagram too old to act on (a late copy or a
+			// replay): a rejection like the codec's, sampled and counted.
+			reason := "stale-reply"
+			if h.cfg.Server != nil {
+				reason = "stale-request"
+			}
+			o.Events = append(o.Events, eventlog.Event{Kind: eventlog.DatagramRejected, Reason: reason, Detail: e.String()})
+			continue
 		}
 		o.Events = append(o.Events, ftnlog.Machine(e))
 	}

@@ -37,7 +37,7 @@ const (
 	Release                          // Name
 	SetData                          // Name, Data
 	GetData                          // Name
-	QueryReply                       // Version of the query; Holds
+	QueryReply                       // Version of the query; Holds; Req: the newest request number issued; Marks: the requests outstanding
 )
 
 // Server to client.
@@ -46,7 +46,7 @@ const (
 	Redirect                      // Server: the leader as the sender knows it (-1: none)
 	HeartbeatAck                  // Global
 	Query                         // Global (001 "Server Initialization"); Server, Inc: the querier
-	Reply                         // Req, Status, Fence, Data
+	Reply                         // Client, RegVersion, Req: the request answered; Status, Fence, Data
 )
 
 var kindNames = map[Kind]string{
@@ -114,10 +114,10 @@ type Msg struct {
 	State   State  // Heartbeat
 	Global  *Global
 
-	Client     uint64 // client requests; Registered
-	RegVersion uint64 // client requests; Registered
+	Client     uint64 // client requests; Registered; Reply: the registration it answers
+	RegVersion uint64 // client requests; Registered; Reply: with Client, the registration it answers
 	Nonce      uint64 // Register
-	Req        uint64 // client requests and their Reply
+	Req        uint64 // client requests and their Reply; QueryReply: the client's newest request number
 	Name       string
 	Mode       Mode
 	Data       []byte
@@ -126,6 +126,7 @@ type Msg struct {
 
 	Tokens []TokenState // Transfer
 	Holds  []Hold       // QueryReply
+	Marks  []ReqMark    `json:",omitempty"` // QueryReply: the client's outstanding requests
 }
 
 // String prints m compactly for traces.
@@ -163,8 +164,14 @@ func (m Msg) String() string {
 		f("%s req=%d %s %q", IDString(m.Client), m.Req, m.Name, m.Data)
 	case QueryReply:
 		f("%s v=%s", IDString(m.Client), VersionString(m.Version))
+		if m.Req != 0 {
+			f("req=%d", m.Req)
+		}
 		for _, h := range m.Holds {
 			f("%s:%s:%s", h.Name, h.Mode, h.Fence)
+		}
+		for _, k := range m.Marks {
+			f("pending=%s:%d", k.Name, k.Req)
 		}
 	case Registered:
 		f("%s reg=%s", IDString(m.Client), VersionString(m.RegVersion))

@@ -177,6 +177,20 @@ type Hold struct {
 	Data   []byte // the holder's last known data (query replies only)
 }
 
+// ReqMark is the newest request a server has seen from Client for Name
+// (a transfer's TokenState.Marks), or a request the client has
+// outstanding for Name (a QueryReply's Marks, Done false). Done: the
+// server applied it, so a copy of it is answered, not applied again.
+// A server refuses any request for Name from Client older than Req
+// (001 "must guard against late messages"; "unacknowledged requests
+// are repeated", so copies arrive late).
+type ReqMark struct {
+	Client uint64
+	Name   string
+	Req    uint64
+	Done   bool `json:",omitempty"`
+}
+
 // Waiter is a queued acquire.
 type Waiter struct {
 	Client uint64
@@ -192,4 +206,5 @@ type TokenState struct {
 	Data    []byte
 	Holders []Hold
 	Queue   []Waiter
+	Marks   []ReqMark `json:",omitempty"` // per client, its newest request for Name
 }

@@ -18,6 +18,8 @@ func FuzzStep(f *testing.F) {
 		{Kind: msg.Acquire, Client: 1 << 32, Name: "a", Mode: msg.Exclusive},
 		{Kind: msg.Transfer, Tokens: []msg.TokenState{{Name: "a", Holders: []msg.Hold{{Client: 1}}}}},
 		{Kind: msg.VoteReq, Term: 3, Pre: true},
+		{Kind: msg.Transfer, Tokens: []msg.TokenState{{Name: "a", Marks: []msg.ReqMark{{Client: 1, Name: "a", Req: 9, Done: true}}}}},
+		{Kind: msg.QueryReply, Client: 1 << 32, Req: 7, Marks: []msg.ReqMark{{Client: 1 << 32, Name: "a", Req: 7}}},
 	} {
 		b, _ := json.Marshal(m)
 		f.Add(b, true)

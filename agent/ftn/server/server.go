@@ -73,11 +73,44 @@
 // disk: if servers of the majority that held V restart before the next
 // election (forgetting V), a later leader may lack V, and the guarantee
 // does not hold.
+//
+// # Fresh requests
+//
+// 001 repeats unacknowledged requests and asks servers to "guard against
+// late messages"; a network that duplicates and delays, or an attacker
+// who replays a captured datagram (its signature stays valid for its
+// address pair), delivers old requests. A request is named by the
+// client's ID (unique per registration: the leader's term and count)
+// and its request number, which increases within the registration; the
+// client has at most one request outstanding per name. So for a client
+// and a name, only the newest request can still be awaited, and the
+// server applies a request only if it is at least as new as every one it
+// has seen from that client for that name (token.marks). The newest one
+// again is a copy: an acquire granted is answered with its grant, a
+// write already applied is answered and not applied again (another
+// holder may have written since). Older ones are dropped with a "stale"
+// event. A newer acquire from a client the server lists as holder ends
+// that hold (the client does not know of it: it never asks for a name it
+// holds) and is served with a new fence.
+//
+// The marks of a name go with it in transfers (TokenState.Marks). A
+// server that takes names over by a query round (boot, a server DOWN) has
+// not seen the requests sent to their previous server, so each client's
+// answer carries its newest request number and the requests it has
+// outstanding (QueryReply Req, Marks): anything up to that number that
+// was not outstanding had completed, and is refused (floors). A request
+// the client sends after answering goes to this server or a later one,
+// since the client adopts the query's global state before it answers.
+// A leader change moves no names by itself; the leader's global state
+// carries no request numbers (the client list keeps the IDs, and the
+// round covers what moves). A client dropped from the list loses its
+// marks with its ID: its requests are refused as "ID invalid".
 package server
 
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 
@@ -110,6 +143,10 @@ type Config struct {
 	// serves tokens reclaimed from a DOWN server without querying the
 	// clients first (the rule of 001 "Receiving global state" it breaks).
 	SkipRecoveryQuery bool
+	// SkipFreshness makes a deliberately broken server for tests and
+	// benchmarks: it applies every request, however old (the guard
+	// against late messages of 001 "Failure model" it breaks).
+	SkipFreshness bool
 }
 
 func (c *Config) validate() error {
@@ -179,6 +216,14 @@ type token struct {
 	data    []byte
 	holders []holder
 	queue   []msg.Waiter
+	marks   map[uint64]mark // per client, its newest request for the name
+}
+
+// mark is the newest request of a client for a name (see "Fresh
+// requests"); done: applied, so a copy is answered, not applied again.
+type mark struct {
+	req  uint64
+	done bool
 }
 
 type transfer struct {
@@ -235,6 +280,9 @@ type Server struct {
 	round        *round
 	tokens       map[string]*token
 	outgoing     map[int]*transfer
+	// floors: per client, the newest request number it had issued when
+	// it answered this server's query round (see "Fresh requests").
+	floors map[uint64]uint64
 
 	out    []msg.Out
 	events []msg.Event
@@ -260,6 +308,7 @@ func New(cfg Config) (*Server, error) {
 		inc:      cfg.Inc,
 		tokens:   map[string]*token{},
 		outgoing: map[int]*transfer{},
+		floors:   map[uint64]uint64{},
 	}
 	s.g = msg.Global{Leader: -1, Servers: make([]msg.ServerState, s.n)}
 	s.resetElection()
@@ -798,6 +847,7 @@ func (s *Server) reinit() {
 	s.event(msg.Event{Kind: "reinit", Version: s.g.Version})
 	s.tokens = map[string]*token{}
 	s.outgoing = map[int]*transfer{}
+	s.floors = map[uint64]uint64{}
 	s.round = nil
 	s.pendingRound = false
 	s.waitTransfer = nil
@@ -854,6 +904,10 @@ func (s *Server) handOff() {
 		for _, h := range t.holders {
 			ts.Holders = append(ts.Holders, msg.Hold{Client: h.client, Name: name, Mode: h.mode, Fence: h.fence, Req: h.req})
 		}
+		for _, id := range slices.Sorted(maps.Keys(t.marks)) {
+			k := t.marks[id]
+			ts.Marks = append(ts.Marks, msg.ReqMark{Client: id, Name: name, Req: k.req, Done: k.done})
+		}
 		tr.tokens = append(tr.tokens, ts)
 		tr.version = s.g.Version
 		tr.acked, tr.dirty = false, true
@@ -888,6 +942,11 @@ func (s *Server) receiveTransfer(i int, m msg.Msg) {
 		}
 		for _, h := range ts.Holders {
 			s.addHolder(t, h)
+		}
+		for _, k := range ts.Marks {
+			if _, ok := s.g.Client(k.Client); ok {
+				t.see(k.Client, k.Req, k.Done)
+			}
 		}
 		for _, w := range ts.Queue {
 			if !slices.ContainsFunc(t.queue, func(x msg.Waiter) bool { return x.Client == w.Client }) {
@@ -996,6 +1055,12 @@ func (s *Server) queryReply(from msg.Peer, m msg.Msg) {
 		return
 	}
 	delete(s.round.pending, m.Client)
+	s.floors[m.Client] = max(s.floors[m.Client], m.Req)
+	for _, k := range m.Marks {
+		if k.Client == m.Client && s.g.Owner(k.Name) == s.cfg.Self {
+			s.entry(k.Name).see(k.Client, k.Req, false)
+		}
+	}
 	for _, h := range m.Holds {
 		if h.Client != m.Client || s.g.Owner(h.Name) != s.cfg.Self {
 			continue
@@ -1035,6 +1100,12 @@ func (s *Server) freeClients(ids []uint64) {
 		}
 		t.holders = slices.DeleteFunc(t.holders, func(h holder) bool { return gone(h.client) })
 		t.queue = slices.DeleteFunc(t.queue, func(w msg.Waiter) bool { return gone(w.Client) })
+		for _, id := range ids {
+			delete(t.marks, id)
+		}
+	}
+	for _, id := range ids {
+		delete(s.floors, id)
 	}
 	if s.round != nil {
 		for _, id := range ids {
@@ -1106,13 +1177,16 @@ func (s *Server) request(from msg.Peer, m msg.Msg) {
 	if !s.Serving() || m.Version > s.g.Version {
 		return // the client repeats; by then we may serve or know more
 	}
-	reply := func(st msg.Status, f msg.Fence, data []byte) {
-		s.out = append(s.out, msg.Out{To: from.Addr, Msg: msg.Msg{Kind: msg.Reply, Client: m.Client, Req: m.Req, Name: m.Name,
-			Status: st, Fence: f, Data: data, Inc: s.inc, Server: s.cfg.Self, Version: s.g.Version}})
-	}
 	c, ok := s.g.Client(m.Client)
+	reply := func(st msg.Status, f msg.Fence, data []byte) {
+		// Client and RegVersion name the registration answered: a client
+		// registered again takes nothing meant for its previous life.
+		s.out = append(s.out, msg.Out{To: from.Addr, Msg: msg.Msg{Kind: msg.Reply, Client: m.Client, RegVersion: c.RegVersion,
+			Req: m.Req, Name: m.Name, Status: st, Fence: f, Data: data, Inc: s.inc, Server: s.cfg.Self, Version: s.g.Version}})
+	}
 	if !ok {
 		if s.g.Version >= m.RegVersion {
+			c.RegVersion = m.RegVersion
 			reply(msg.IDInvalid, msg.Fence{}, nil)
 		}
 		return
@@ -1129,14 +1203,28 @@ func (s *Server) request(from msg.Peer, m msg.Msg) {
 		}
 		return
 	}
+	repeat, fresh := s.fresh(m)
+	if !fresh {
+		return
+	}
 	t := s.entry(m.Name)
+	t.see(m.Client, m.Req, true)
 	hi := slices.IndexFunc(t.holders, func(h holder) bool { return h.client == m.Client })
 	switch m.Kind {
 	case msg.Acquire:
 		if hi >= 0 {
 			h := t.holders[hi]
-			reply(msg.OK, h.fence, t.data) // a repeat: the grant was lost
-			return
+			if h.req == m.Req || s.cfg.SkipFreshness {
+				reply(msg.OK, h.fence, t.data) // a repeat: the grant was lost
+				return
+			}
+			// A newer acquire from a listed holder: the client does not
+			// know of this hold (it never asks for a name it holds), so
+			// the hold ends and the request waits its turn for a new
+			// fence; answering with the old one could hand it a fence
+			// lower than one granted since.
+			s.event(msg.Event{Kind: "released", Name: m.Name, Client: m.Client, Fence: h.fence, Detail: fmt.Sprintf("superseded by req=%d", m.Req)})
+			t.holders = slices.Delete(t.holders, hi, hi+1)
 		}
 		if !slices.ContainsFunc(t.queue, func(w msg.Waiter) bool { return w.Client == m.Client }) {
 			t.queue = append(t.queue, msg.Waiter{Client: m.Client, Mode: m.Mode, Req: m.Req})
@@ -1157,8 +1245,12 @@ func (s *Server) request(from msg.Peer, m msg.Msg) {
 			reply(msg.NotHolder, msg.Fence{}, nil)
 			return
 		}
-		// FCFS among shared holders: the order of arrival here.
-		t.data = append([]byte(nil), m.Data...)
+		if !repeat {
+			// FCFS among shared holders: the order of arrival here. A
+			// copy of a write already applied is answered, not applied
+			// again: another holder may have written since.
+			t.data = append([]byte(nil), m.Data...)
+		}
 		reply(msg.OK, t.holders[hi].fence, nil)
 	case msg.GetData:
 		if hi < 0 {
@@ -1166,6 +1258,46 @@ func (s *Server) request(from msg.Peer, m msg.Msg) {
 			return
 		}
 		reply(msg.OK, t.holders[hi].fence, append([]byte{}, t.data...))
+	}
+}
+
+// fresh tells a request m to apply (fresh), a copy of the one applied
+// last (repeat and fresh: answered again, not applied again), or an old
+// one (not fresh: dropped with a "stale" event). A client numbers its
+// requests in increasing order and has at most one outstanding per name
+// (client.Invoke), so for a name only its newest request can still be
+// awaited; anything older is a late copy (001 "Communication":
+// unacknowledged requests are repeated) or a replay. The server knows
+// the newest request per client and name it has seen (token.marks,
+// carried by transfers), and, for the names it took over by a query
+// round, the client's newest request number at its answer (floors) with
+// the requests then outstanding (marks): a request at or below the floor
+// that was not outstanding had completed, elsewhere.
+func (s *Server) fresh(m msg.Msg) (repeat, fresh bool) {
+	if s.cfg.SkipFreshness {
+		return false, true
+	}
+	var k mark
+	if t := s.tokens[m.Name]; t != nil {
+		k = t.marks[m.Client]
+	}
+	floor := s.floors[m.Client]
+	if m.Req < k.req || (m.Req != k.req && m.Req <= floor) {
+		s.event(msg.Event{Kind: "stale", Name: m.Name, Client: m.Client, Req: m.Req,
+			Detail: fmt.Sprintf("%s newest=%d", m.Kind, max(k.req, floor))})
+		return false, false
+	}
+	return m.Req == k.req && k.done, true
+}
+
+// see records request req of client c for t's name.
+func (t *token) see(c, req uint64, done bool) {
+	if t.marks == nil {
+		t.marks = map[uint64]mark{}
+	}
+	k := t.marks[c]
+	if req > k.req || (req == k.req && done) {
+		t.marks[c] = mark{req: req, done: done || (req == k.req && k.done)}
 	}
 }
 
@@ -1190,7 +1322,7 @@ func (s *Server) grant(name string) {
 		t.fence.Counter++
 		t.holders = append(t.holders, holder{client: w.Client, mode: w.Mode, fence: t.fence, req: w.Req})
 		s.event(msg.Event{Kind: "granted", Name: name, Client: w.Client, Mode: w.Mode, Fence: t.fence})
-		s.out = append(s.out, msg.Out{To: c.Addr, Msg: msg.Msg{Kind: msg.Reply, Client: w.Client, Req: w.Req, Name: name,
+		s.out = append(s.out, msg.Out{To: c.Addr, Msg: msg.Msg{Kind: msg.Reply, Client: w.Client, RegVersion: c.RegVersion, Req: w.Req, Name: name,
 			Status: msg.OK, Fence: t.fence, Data: append([]byte{}, t.data...), Inc: s.inc, Server: s.cfg.Self, Version: s.g.Version}})
 	}
 }
