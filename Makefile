@@ -5,7 +5,9 @@
 GO        ?= go
 BIN       := bin
 export CGO_ENABLED := 0
-GOFLAGS_BUILD := -trimpath
+# -buildvcs=auto: the binaries carry the revision they were built from
+# (run.json's git), even where the Go environment turns stamping off.
+GOFLAGS_BUILD := -trimpath -buildvcs=auto
 BACKEND   ?= netns
 
 .PHONY: all deps build test test-unit vet fmt-check fuzz bench bench-sim validate-netem validate-sim demo endurance endurance-smoke nightly clean clean-host image wandering wandering-full wandering-compare wandering-real
