@@ -26,6 +26,9 @@ func TestHelpExitsZero(t *testing.T) {
 		{[]string{"ftn", "server", "-h"}, "agent ftn server"},
 		{[]string{"ftn", "client", "-h"}, "agent ftn client"},
 		{[]string{"ftn", "run", "-h"}, "agent ftn run"},
+		{[]string{"ftn", "server", "--config", "F", "-h"}, "agent ftn server"},
+		{[]string{"ftn", "client", "--config", "F", "--help"}, "-hold"},
+		{[]string{"ftn", "run", "--config=F", "-help"}, "agent ftn run"},
 		{[]string{"version", "-h"}, "agent version"},
 	} {
 		var out, errb bytes.Buffer
