@@ -71,9 +71,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "resource-server":
 		return cmdResourceServer(args[1:], stdout, stderr)
 	case "ftn":
-		// agent ftn -h and agent ftn ROLE -h: the help its flag set
-		// would print is the command's usage.
-		if len(args) > 1 && cli.IsHelp(args[1]) || len(args) > 2 && cli.IsHelp(args[2]) {
+		// agent ftn -h: there is no role to parse flags for; a role's
+		// flags, help included, are parsed by ftncmd.Main.
+		if len(args) > 1 && cli.IsHelp(args[1]) {
 			fmt.Fprint(stdout, ftncmd.Usage)
 			return exitOK
 		}

@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-// Issue 11 item 14: a value given by a flag is reported as the flag's,
+// A value given by a flag is reported as the flag's,
 // not at the line of the configuration file it overrides.
 func TestFlagErrorNamesTheFlag(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "good.yaml")

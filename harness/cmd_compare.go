@@ -13,7 +13,7 @@ import (
 )
 
 // cmdCompare compares two runs of one experiment (the simulator against
-// real processes, issue 13): a markdown table of pass latency per
+// real processes, analysis/crossval): a markdown table of pass latency per
 // direction, return times, failures by cause and acquisitions, each with
 // its tolerance; exit 1 if a figure is outside it.
 func cmdCompare(args []string, stdout, stderr io.Writer) int {

@@ -13,7 +13,7 @@ command -v tc >/dev/null 2>&1 || need+=(iproute2)
 command -v modprobe >/dev/null 2>&1 || need+=(kmod)
 [ -x /usr/bin/linux.uml ] || need+=(user-mode-linux)
 command -v tshark >/dev/null 2>&1 || need+=(tshark)
-# etcd (the lock service's anchor, studies/etcdbench, issue 14): server and etcdctl.
+# etcd (the lock service's anchor, studies/etcdbench): server and etcdctl.
 command -v etcd >/dev/null 2>&1 || need+=(etcd-server)
 command -v etcdctl >/dev/null 2>&1 || need+=(etcd-client)
 

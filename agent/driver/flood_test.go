@@ -1,20 +1,12 @@
 package driver
 
 import (
-	"context"
 	"crypto/ed25519"
-	"net"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
-	"tokenbed/agent/ca"
-	"tokenbed/agent/circulation/randomwalk"
 	"tokenbed/agent/eventlog"
-	"tokenbed/agent/passing"
-	"tokenbed/agent/wire"
 )
 
 // TestFloodLogVolume floods a real agent on loopback with garbage and with
@@ -31,53 +23,25 @@ func TestFloodLogVolume(t *testing.T) {
 		reasons         int
 	}
 	flood := func(sample int) result {
-		rw := func(string) randomwalk.Config { return randomwalk.Config{Hold: time.Second} }
-		c := newCluster(t, []string{"A", "B"}, 0, 1, rw, passing.DefaultConfig())
-		a := c.drivers["A"]
-		a.Rejections.Sample = sample
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- a.Run(ctx) }()
-		c.socks["B"].Close()
-
-		cred, err := ca.LoadMember(filepath.Join(c.dir, "ca"), "B", filepath.Join(c.dir, "ca", ca.CACertFile))
-		if err != nil {
-			t.Fatal(err)
-		}
-		conn, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.MustParseAddrPort("127.0.0.1:0")))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer conn.Close()
-		src := netip.MustParseAddrPort(conn.LocalAddr().String())
+		f := newFloodTarget(t, sample)
+		c, a, d := f.c, f.a, f.move
 		_, wrong, _ := ed25519.GenerateKey(nil)
-		d := wire.Datagram{Type: wire.Move, Sender: "B", Token: wire.TokenID{Gen: 1, Origin: "A"}, ReplyPort: src.Port(), Cert: cred.Cert}
 		garbage := make([]byte, 200)
-		start := time.Now()
-		for i := 0; i < n; i++ {
-			b := garbage
+		elapsed := f.send(n, rate, func(i int) []byte {
 			if i%2 == 0 {
 				d.Session, d.Nonce = uint64(i), uint64(i)
 				// B's genuine certificate, signed with another key.
-				if b, err = d.Encode(wrong, src, c.addrs["A"]); err != nil {
+				b, err := d.Encode(wrong, f.src, c.addrs["A"])
+				if err != nil {
 					t.Fatal(err)
 				}
-			} else {
-				garbage[0] = byte(i)
+				return b
 			}
-			conn.WriteToUDPAddrPort(b, c.addrs["A"])
-			if i%100 == 99 {
-				time.Sleep(time.Until(start.Add(time.Duration(i+1) * time.Second / rate)))
-			}
-		}
-		secs := time.Since(start).Seconds()
-		time.Sleep(200 * time.Millisecond) // let the agent drain its socket
-		cancel()
-		if err := <-done; err != nil {
-			t.Fatal(err)
-		}
-		c.files["A"].Close()
-		c.files["B"].Close()
+			garbage[0] = byte(i)
+			return garbage
+		})
+		secs := elapsed.Seconds()
+		f.stop()
 		path := filepath.Join(c.dir, "A.jsonl")
 		st, err := os.Stat(path)
 		if err != nil {

@@ -2,18 +2,11 @@ package driver
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"math/rand/v2"
-	"net"
-	"net/netip"
 	"path/filepath"
 	"testing"
-	"time"
 
-	"tokenbed/agent/ca"
-	"tokenbed/agent/circulation/randomwalk"
-	"tokenbed/agent/passing"
 	"tokenbed/agent/wire"
 )
 
@@ -28,54 +21,28 @@ import (
 func TestRandomFloodStaysWithinTheGlobalBound(t *testing.T) {
 	const n, rate, seed = 20000, 10000, 21
 	rnd := rand.New(rand.NewPCG(seed, 3))
-	rw := func(string) randomwalk.Config { return randomwalk.Config{Hold: time.Second} }
-	c := newCluster(t, []string{"A", "B"}, 0, 1, rw, passing.DefaultConfig())
-	a := c.drivers["A"]
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
-	c.socks["B"].Close()
-	cred, err := ca.LoadMember(filepath.Join(c.dir, "ca"), "B", filepath.Join(c.dir, "ca", ca.CACertFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.MustParseAddrPort("127.0.0.1:0")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	src := netip.MustParseAddrPort(conn.LocalAddr().String())
-	d := wire.Datagram{Type: wire.Move, Sender: "B", Token: wire.TokenID{Gen: 1, Origin: "A"}, ReplyPort: src.Port(), Cert: cred.Cert}
-	start := time.Now()
-	for i := 0; i < n; i++ {
-		var b []byte
+	f := newFloodTarget(t, 0)
+	c, a, d := f.c, f.a, f.move
+	elapsed := f.send(n, rate, func(i int) []byte {
 		if i%2 == 0 {
-			b = make([]byte, rnd.IntN(wire.MaxSize))
+			b := make([]byte, rnd.IntN(wire.MaxSize))
 			for j := range b {
 				b[j] = byte(rnd.Uint32())
 			}
-		} else {
-			d.Session, d.Nonce = uint64(i), uint64(i)
-			if b, err = d.Encode(cred.Key, src, c.addrs["A"]); err != nil {
-				t.Fatal(err)
-			}
-			for k := 1 + rnd.IntN(3); k > 0; k-- {
-				b[rnd.IntN(len(b))] = byte(rnd.Uint32())
-			}
+			return b
 		}
-		conn.WriteToUDPAddrPort(b, c.addrs["A"])
-		if i%100 == 99 {
-			time.Sleep(time.Until(start.Add(time.Duration(i+1) * time.Second / rate)))
+		d.Session, d.Nonce = uint64(i), uint64(i)
+		b, err := d.Encode(f.cred.Key, f.src, c.addrs["A"])
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	secs := time.Since(start).Seconds()
-	time.Sleep(200 * time.Millisecond) // let the agent drain its socket
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	c.files["A"].Close()
-	c.files["B"].Close()
+		for k := 1 + rnd.IntN(3); k > 0; k-- {
+			b[rnd.IntN(len(b))] = byte(rnd.Uint32())
+		}
+		return b
+	})
+	secs := elapsed.Seconds()
+	f.stop()
 
 	var sampledBytes, lines int
 	var logged, counted uint64

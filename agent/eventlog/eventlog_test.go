@@ -166,9 +166,9 @@ func TestEnvelopeCarriesAnotherProtocolsFields(t *testing.T) {
 	}
 }
 
-// TestOpKinds: op_started and op_finished (issue 16) are token passing
-// kinds, read strictly, and keep their names: another branch hooks a real
-// operation to exactly these.
+// TestOpKinds: op_started and op_finished (the operation an agent does
+// while it holds the token) are token passing kinds, read strictly, and
+// keep their names: drivers and analyses refer to exactly these.
 func TestOpKinds(t *testing.T) {
 	if OpStarted != "op_started" || OpFinished != "op_finished" || !Known(OpStarted) || !Known(OpFinished) {
 		t.Fatalf("op kinds: %q %q known %v %v", OpStarted, OpFinished, Known(OpStarted), Known(OpFinished))

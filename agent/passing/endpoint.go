@@ -467,7 +467,3 @@ func (e *Endpoint) Tick(now time.Time) {
 func (e *Endpoint) Sessions() (senders, receivers, finished int) {
 	return len(e.senders), len(e.receivers), len(e.finished)
 }
-
-// ForgetToken drops the soft state of tokens other than those in keep:
-// bounded memory for long runs with many regenerated tokens.
-func (e *Endpoint) ForgetToken(t wire.TokenID) { delete(e.soft, t) }

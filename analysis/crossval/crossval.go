@@ -1,6 +1,6 @@
 // Package crossval compares two runs of one experiment: the simulator
-// (harness/sim) against real processes (issue 13, "Checked against real
-// processes"). It is a pure function of the two runs' samples
+// (harness/sim) against real processes, which run the same state
+// machines, so the figures must agree. It is a pure function of the two runs' samples
 // (analysis.ReadSamples), and each figure it compares carries a tolerance
 // derived from the samples themselves, stated beside it:
 //

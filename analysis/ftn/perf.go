@@ -12,8 +12,8 @@ import (
 	ftnproto "tokenbed/protocols/ftn"
 )
 
-// Perf is the service's performance in one history (issue 14
-// "Performance"), derived from the same events as the checks.
+// Perf is the service's performance in one history, derived from the same
+// events as the checks.
 type Perf struct {
 	// Pairs counts the completed acquire+release pairs: a successful
 	// acquire and the same client's next release of that name, also

@@ -14,8 +14,9 @@ import (
 	"tokenbed/experiments"
 )
 
-// Liveness is the circulation going on (issue 10): checks (i)–(iv) judge
-// what happened to the token, and all pass when nothing happens at all.
+// Liveness is the circulation going on, which 002's requirements do not
+// judge: checks (i)–(iv) judge what happened to the token, and all pass
+// when nothing happens at all.
 
 // livenessBounds are derived from the experiment's agent settings, the
 // most lenient agent's: a visit is a hold, then a pass that may use up its

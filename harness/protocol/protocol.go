@@ -21,7 +21,7 @@
 // plug-ins; the harness binary links them in by one aggregator file
 // (harness/plugins.go).
 //
-// Adding a protocol: see the README, "Adding a protocol".
+// Adding a protocol: see docs/extending/protocol.md.
 package protocol
 
 import (

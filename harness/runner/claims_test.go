@@ -9,7 +9,7 @@ import (
 	"testing"
 )
 
-// Issue 11 item 5: an ID is claimed once; a second claim, or one whose
+// An ID is claimed once; a second claim, or one whose
 // results exist, is refused and leaves the first claim's entry alone; a
 // claim is released once, by its owner.
 func TestClaimIDIsExclusive(t *testing.T) {

@@ -38,7 +38,7 @@ func TestHostDevicesAreThoseInTheHarnessNamespace(t *testing.T) {
 	}
 }
 
-// Issue 11 item 9, after a kill -9: harness clean removes the IFB devices
+// After a kill -9, harness clean removes the IFB devices
 // a dead run registered in the harness's namespace, and nothing else: not
 // another run's device, not a link of another type under a registered name.
 func TestCleanDeadRemovesRegisteredDevices(t *testing.T) {

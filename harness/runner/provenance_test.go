@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-// Issue 11 item 14: git_revision is the binary's own, from its build
+// git_revision is the binary's own, from its build
 // information, not the repository of the directory the run starts in.
 func TestGitRevisionIsTheBinarys(t *testing.T) {
 	info := &debug.BuildInfo{Settings: []debug.BuildSetting{{Key: "vcs.revision", Value: "0123456789abcdef0123"}, {Key: "vcs.modified", Value: "true"}}}

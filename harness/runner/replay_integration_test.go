@@ -20,6 +20,7 @@ import (
 	"tokenbed/agent/eventlog"
 	"tokenbed/analysis"
 	tpanalysis "tokenbed/analysis/tokenpassing"
+	"tokenbed/internal/inject"
 	"tokenbed/internal/nsenter"
 	"tokenbed/internal/results"
 )
@@ -115,8 +116,11 @@ func TestRestartedAgentRefusesReplaysOfItsPreviousLife(t *testing.T) {
 
 // injector records, from inside C's namespace, every UDP datagram
 // delivered to it until C crashes, then, once C has restarted, sends all
-// of them again with their original IP source (a raw socket: signatures
-// bind source and destination, 002 §3, so a replay must spoof).
+// of them again with their original IP source through internal/inject
+// (signatures bind source and destination, 002 §3, so a replay must
+// spoof). The sender's checksum may have been left to offload (veth), so
+// each copy carries none (RFC 768) and is otherwise byte for byte what C
+// received.
 type injector struct {
 	t        *testing.T
 	runDir   string
@@ -141,15 +145,10 @@ func (in *injector) run(ctx context.Context) {
 		}
 	}
 	defer h.Close()
-	var capFD, sendFD int
+	var capFD int
 	err := nsenter.Do(h, func() error {
 		var err error
-		if capFD, err = syscall.Socket(syscall.AF_INET, syscall.SOCK_RAW, syscall.IPPROTO_UDP); err != nil {
-			return err
-		}
-		// IPPROTO_RAW implies IP_HDRINCL: the kernel sends our IP header,
-		// spoofed source included, and delivers locally to C.
-		sendFD, err = syscall.Socket(syscall.AF_INET, syscall.SOCK_RAW, syscall.IPPROTO_RAW)
+		capFD, err = syscall.Socket(syscall.AF_INET, syscall.SOCK_RAW, syscall.IPPROTO_UDP)
 		return err
 	})
 	if err != nil {
@@ -157,7 +156,12 @@ func (in *injector) run(ctx context.Context) {
 		return
 	}
 	defer syscall.Close(capFD)
-	defer syscall.Close(sendFD)
+	send, err := inject.Open(in.ns)
+	if err != nil {
+		in.err = err
+		return
+	}
+	defer send.Close()
 	tv := syscall.NsecToTimeval((20 * time.Millisecond).Nanoseconds())
 	syscall.SetsockoptTimeval(capFD, syscall.SOL_SOCKET, syscall.SO_RCVTIMEO, &tv)
 
@@ -168,18 +172,13 @@ func (in *injector) run(ctx context.Context) {
 			return
 		}
 		n, _, err := syscall.Recvfrom(capFD, buf, 0)
-		if err != nil || n < 28 || buf[0]>>4 != 4 {
+		if err != nil {
 			continue
 		}
-		ihl := int(buf[0]&0xf) * 4
-		if n < ihl+8 || binary.BigEndian.Uint16(buf[ihl+2:]) != AgentPort {
+		p, ok := inject.UDPNoChecksum(buf[:n])
+		if !ok || binary.BigEndian.Uint16(p[int(p[0]&0xf)*4+2:]) != AgentPort {
 			continue
 		}
-		p := append([]byte(nil), buf[:n]...)
-		// The sender's checksum may have been left to offload (veth): a
-		// zero UDP checksum means none (RFC 768), and the replay is
-		// otherwise byte for byte what C received.
-		p[ihl+6], p[ihl+7] = 0, 0
 		in.captured = append(in.captured, p)
 	}
 	// Wait for the new C to be up (its second agent_started: its socket
@@ -196,9 +195,7 @@ func (in *injector) run(ctx context.Context) {
 	// until the run ends: within C's quarantine and long after it.
 	for round := 0; ctx.Err() == nil; round++ {
 		for _, p := range in.captured {
-			var dst syscall.SockaddrInet4
-			copy(dst.Addr[:], p[16:20])
-			if err := syscall.Sendto(sendFD, p, 0, &dst); err == nil {
+			if err := send.Send(p); err == nil {
 				in.sent++
 			}
 		}

@@ -30,7 +30,7 @@ func readLog(t *testing.T, dir, name string) []eventlog.Event {
 	return runnertest.ReadLog(t, dir, name)
 }
 
-// Issue 11 item 1: a scheduled join works as 002 §3.2 has it, with real
+// A scheduled join works as 002 §3.2 has it, with real
 // processes: the joining agent starts with a fresh token and one member's
 // address, passes the token to it, and from then on takes part in the
 // circulation (others pass it tokens); the analysis counts its hits.
@@ -105,7 +105,7 @@ schedule:
 	}
 }
 
-// Issue 11 item 11: a restart the schedule cannot prove impossible but
+// A restart the schedule cannot prove impossible but
 // that meets a running agent is skipped with a logged reason, and the
 // run goes on; "restart: holder" restarts the holder that crashed last.
 func TestRestartOfRunningAgentSkipped(t *testing.T) {

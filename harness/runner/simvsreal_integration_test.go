@@ -24,8 +24,9 @@ import (
 // checks that nothing else differs, not that the host is modelled.
 const SimAllowance = 2 * time.Millisecond
 
-// The simulator against real processes, short (issue 13, "Checked
-// against real processes"; make validate-sim is the full run):
+// The simulator against real processes, short (the simulator drives the
+// same machines, so its figures must agree with theirs within the
+// tolerances of analysis/crossval; make validate-sim is the full run):
 // experiments/validate-sim.yaml for its first 16,000 paper seconds (every
 // step of its schedule: four outages, a crash of the holder, its restart)
 // on the netns backend with the userspace engine and in the simulator in

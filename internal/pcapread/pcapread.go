@@ -71,6 +71,11 @@ type Packet struct {
 	DecodeErr error
 	// Src and Dst are the IP addresses (IPv4 or IPv6), when IP decoded.
 	Src, Dst netip.Addr
+	// IPv4 is the IPv4 packet as captured, header included and link
+	// header and padding excluded (for a fragment, that fragment), nil
+	// when the record is not IPv4: what a test re-injects to replay it
+	// from its original source (internal/inject).
+	IPv4 []byte
 	// UDP is the UDP header and payload, nil when the record is not UDP
 	// or is a fragment that does not complete a UDP datagram.
 	UDP *layers.UDP
@@ -242,6 +247,8 @@ func (r *Reader) Next() (*Packet, error) {
 		case layers.LayerTypeIPv4:
 			p.Src, _ = netip.AddrFromSlice(r.ip4.SrcIP.To4())
 			p.Dst, _ = netip.AddrFromSlice(r.ip4.DstIP.To4())
+			// The payload follows the header in the record's bytes.
+			p.IPv4 = r.ip4.Contents[:len(r.ip4.Contents)+len(r.ip4.Payload)]
 		case layers.LayerTypeIPv6:
 			p.Src, _ = netip.AddrFromSlice(r.ip6.SrcIP)
 			p.Dst, _ = netip.AddrFromSlice(r.ip6.DstIP)

@@ -202,3 +202,35 @@ func TestReaderNotACapture(t *testing.T) {
 		t.Errorf("error %v", err)
 	}
 }
+
+// A whole datagram's IPv4 packet is yielded as it travelled, header
+// included, without the Ethernet header or the padding that brought the
+// frame to its minimum length: a test re-injects exactly those bytes.
+func TestReaderIPv4Bytes(t *testing.T) {
+	onA, onB := udpFragments(t, []byte("short"), true), udpFragments(t, []byte("short"), false)
+	if len(onA) != 1 || len(onB) != 1 {
+		t.Fatalf("%d and %d packets, want 1 each", len(onA), len(onB))
+	}
+	ip := onB[0]
+	frame := append(bytes.Clone(onA[0]), make([]byte, 64)...) // trailing padding
+	c := newCapture(t)
+	c.write(0, 0, frame)
+	c.write(1, time.Millisecond, ip)
+	c.write(2, time.Second, annotation(`{"kind":"crash"}`))
+	if err := c.w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	r, err := pcapread.NewReader(&c.buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range [][]byte{ip, ip, nil} {
+		p, err := r.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Fragment || !bytes.Equal(p.IPv4, want) || (want == nil) != (p.IPv4 == nil) {
+			t.Errorf("record %d: fragment %v, IPv4 % x; want % x", i+1, p.Fragment, p.IPv4, want)
+		}
+	}
+}

@@ -8,8 +8,8 @@ import (
 	"testing"
 )
 
-// Issue 11 item 13: a 50 MB file is refused with a clear error, without
-// reading it all (it used to take 1.9 GB of memory).
+// A 50 MB file is refused with a clear error, without reading it all (a
+// whole-file YAML decode of it takes gigabytes of memory).
 func TestLoadRefusesHugeFile(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "huge.yaml")
 	f, err := os.Create(p)

@@ -153,6 +153,9 @@ type Client struct {
 	g       msg.Global
 	leader  int   // where heartbeats and registration go
 	lastAck int64 // tick of the last answer from the leader
+	// beatTerm and beat: the newest heartbeat acknowledgement's term and
+	// leader tick, which the next heartbeat echoes (msg.Msg.Beat).
+	beatTerm, beat uint64
 
 	nextReq uint64
 	ops     map[uint64]*op
@@ -303,7 +306,7 @@ func (c *Client) contactLeader() {
 		c.send(c.leader, msg.Msg{Kind: msg.Register, Nonce: c.cfg.Nonce})
 		return
 	}
-	c.send(c.leader, msg.Msg{Kind: msg.ClientHeartbeat, Client: c.id, RegVersion: c.regVersion, Version: c.g.Version})
+	c.send(c.leader, msg.Msg{Kind: msg.ClientHeartbeat, Client: c.id, RegVersion: c.regVersion, Version: c.g.Version, Term: c.beatTerm, Beat: c.beat})
 }
 
 func (c *Client) reqs() []uint64 {
@@ -349,6 +352,9 @@ func (c *Client) Step(from msg.Peer, m msg.Msg) {
 	case msg.HeartbeatAck:
 		if m.Global != nil && i == m.Global.Leader {
 			c.lastAck = c.tick
+		}
+		if m.Term > c.beatTerm || (m.Term == c.beatTerm && m.Beat > c.beat) {
+			c.beatTerm, c.beat = m.Term, m.Beat // echoed by the next heartbeat
 		}
 		c.learn(m.Global)
 	case msg.Query:

@@ -21,6 +21,7 @@ import (
 	"tokenbed/agent/ftn/ftnclient"
 	"tokenbed/agent/ftn/ftnconfig"
 	"tokenbed/agent/ftn/msg"
+	"tokenbed/internal/cli"
 )
 
 // Exit statuses, as agent run's.
@@ -53,8 +54,12 @@ func Main(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	cfgPath := fs.String("config", "", "configuration file")
 	hold := fs.Duration("hold", 0, "client: stay this long after the verbs")
-	if err := fs.Parse(args[1:]); err != nil {
-		return exitUsage
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), Usage+"flags:\n")
+		fs.PrintDefaults()
+	}
+	if code, stop := cli.Parse(fs, args[1:], stdout); stop {
+		return code
 	}
 	if *cfgPath == "" {
 		fmt.Fprintln(stderr, "agent ftn: --config is required")

@@ -30,8 +30,9 @@
 // Within one address pair a replay repeats an old request or reply: a
 // server applies only a client's newest request per name (the server
 // package's "Fresh requests"), a reply names the registration and the
-// request it answers, and a release names the fence of the hold it
-// ends.
+// request it answers, a release names the fence of the hold it ends,
+// and a client heartbeat counts from the leader's acknowledgement it
+// echoes, not from its arrival.
 //
 // Every datagram carries its certificate, so a receiver needs no key
 // cache to start; verified certificates are cached by their bytes, so a

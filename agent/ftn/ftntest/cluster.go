@@ -282,13 +282,17 @@ func (c *Cluster) sendAll(from msg.Peer, outs []msg.Out) {
 	}
 }
 
-// Replay puts in flight again the first datagram sent from process
-// from to process to of kind k and request number req (name too, if
-// not ""): a late duplicate, or an attacker's replay of a captured
+// Replay puts in flight again the first (with newest, the last) datagram
+// sent from process from to process to of kind k and request number req
+// (name too, if not ""): a late duplicate, or an attacker's replay of a captured
 // datagram (it carries its sender's valid signature). It reports
 // whether one was found.
-func (c *Cluster) Replay(from, to string, k msg.Kind, req uint64, name string) bool {
-	for _, p := range c.sent {
+func (c *Cluster) Replay(from, to string, k msg.Kind, req uint64, name string, newest bool) bool {
+	for i := range c.sent {
+		p := c.sent[i]
+		if newest {
+			p = c.sent[len(c.sent)-1-i]
+		}
 		if p.from.Name == from && c.names[p.to] == to && p.m.Kind == k && p.m.Req == req && (name == "" || p.m.Name == name) {
 			c.tracef("replay %s->%s %s", from, to, p.m)
 			c.flight = append(c.flight, packet{from: p.from, to: p.to, m: copyMsg(p.m)})

@@ -150,7 +150,7 @@ func run(t *testing.T, d *datadriven.TestData, cp **Cluster) (string, error) {
 		if d.HasArg("name") {
 			name = strArg(t, d, "name")
 		}
-		if !c.Replay(strArg(t, d, "from"), strArg(t, d, "to"), k, uint64(intArg(t, d, "req", 0)), name) {
+		if !c.Replay(strArg(t, d, "from"), strArg(t, d, "to"), k, uint64(intArg(t, d, "req", 0)), name, d.HasArg("newest")) {
 			return "", fmt.Errorf("replay: no %s sent from %s to %s", k, strArg(t, d, "from"), strArg(t, d, "to"))
 		}
 		return c.Trace(), nil

@@ -102,7 +102,7 @@ func (s Status) String() string {
 type Msg struct {
 	Kind Kind
 
-	Term    uint64 // VoteReq, VoteResp, StateMsg, Heartbeat
+	Term    uint64 // VoteReq, VoteResp, StateMsg, Heartbeat; HeartbeatAck, ClientHeartbeat: with Beat
 	Version uint64 // global state version the sender knows (or of a query, transfer); Heartbeat: the version the server acknowledges holding
 	// Commit (StateMsg): the highest version of the leader's term that a
 	// majority of servers has acknowledged holding.
@@ -127,6 +127,13 @@ type Msg struct {
 	Tokens []TokenState // Transfer
 	Holds  []Hold       // QueryReply
 	Marks  []ReqMark    `json:",omitempty"` // QueryReply: the client's outstanding requests
+
+	// Beat proves a client heartbeat fresh. HeartbeatAck: the leader's
+	// tick when it acknowledged, with its Term; ClientHeartbeat: the Term
+	// and Beat of the newest acknowledgement the client received, so a
+	// replayed heartbeat counts from when its client was last heard of,
+	// not from when the copy arrives (agent/ftn/server "Roles").
+	Beat uint64 `json:",omitempty"`
 }
 
 // String prints m compactly for traces.

@@ -61,10 +61,19 @@ func (s *Server) clientHeartbeat(from msg.Peer, m msg.Msg) {
 		s.publish(g)
 		return
 	}
-	s.heardClient[m.Client] = s.tick
+	// A heartbeat is signed but carries no time of its own: a copy that
+	// a tap replays after its client crashed would keep the client
+	// listed, and its tokens held, for ever. So it counts from the tick
+	// of this leader's acknowledgement it echoes, which the client can
+	// only have received alive; a copy moves nothing past what its
+	// client was last heard of, and an echo of another term refreshes
+	// nothing (becomeLeader gave every client its grace).
+	if b := int64(m.Beat); m.Term == s.term && b <= s.tick && b > s.heardClient[m.Client] {
+		s.heardClient[m.Client] = b
+	}
 	g := s.g.Clone()
 	g.Clients = nil
-	s.out = append(s.out, msg.Out{To: from.Addr, Msg: msg.Msg{Kind: msg.HeartbeatAck, Version: s.g.Version, Global: &g}})
+	s.out = append(s.out, msg.Out{To: from.Addr, Msg: msg.Msg{Kind: msg.HeartbeatAck, Term: s.term, Beat: uint64(s.tick), Version: s.g.Version, Global: &g}})
 }
 
 // Token requests (001 "Tokens", "Token data").

@@ -13,7 +13,10 @@
 // list) and broadcasts it every HeartbeatTicks; the broadcast is its
 // heartbeat. Servers send the leader their heartbeats; the leader
 // declares DOWN a server silent for ServerDownTicks and drops a client
-// silent for ClientDownTicks.
+// silent for ClientDownTicks. A client's heartbeat echoes the term and
+// tick of the newest acknowledgement the leader sent it (msg.Msg.Beat)
+// and counts from that tick, not from its arrival: a copy replayed after
+// the client crashed cannot keep it listed (001 "When a Client Crashes").
 //
 // Election (001 says only "elect a new leader"; this is how): a server
 // that hears no broadcast for ElectionTicks (randomised up to twice that,

@@ -3,8 +3,6 @@ package runtest
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
-	"errors"
 	"io"
 	"log/slog"
 	"os"
@@ -15,8 +13,6 @@ import (
 	"time"
 
 	"github.com/gopacket/gopacket"
-	"github.com/gopacket/gopacket/layers"
-	"github.com/gopacket/gopacket/pcapgo"
 
 	"tokenbed/agent/eventlog"
 	"tokenbed/agent/ftn/ftnlayer"
@@ -25,6 +21,7 @@ import (
 	"tokenbed/harness/backend"
 	"tokenbed/harness/runner"
 	"tokenbed/internal/inject"
+	"tokenbed/internal/pcapread"
 	"tokenbed/internal/results"
 	"tokenbed/internal/testenv"
 )
@@ -220,24 +217,21 @@ func (rp *replayer) scan() error {
 	if err != nil {
 		return err
 	}
-	r, err := pcapgo.NewNgReader(bytes.NewReader(b), pcapgo.DefaultNgReaderOptions)
+	r, err := pcapread.NewReader(bytes.NewReader(b))
 	if err != nil {
 		return nil // the header is not whole yet
 	}
 	var dg ftnlayer.Datagram
-	for i := 0; ; i++ {
-		data, ci, err := r.ReadPacketData()
-		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-			return nil
-		}
+	for {
+		p, err := r.Next()
 		if err != nil {
-			return nil // a block cut short: read again next time
+			return nil // the end, or a block cut short: read again next time
 		}
-		if i < rp.read {
+		if p.Record <= rp.read {
 			continue
 		}
-		rp.read = i + 1
-		d, err := r.Interface(ci.InterfaceIndex)
+		rp.read = p.Record
+		d, err := r.Interface(p.Iface)
 		if err != nil {
 			continue
 		}
@@ -245,19 +239,11 @@ func (rp *replayer) scan() error {
 		if !rp.servers[inst] {
 			continue
 		}
-		ip := data
-		if d.LinkType == layers.LinkTypeEthernet {
-			if len(data) < 14 || binary.BigEndian.Uint16(data[12:]) != uint16(layers.EthernetTypeIPv4) {
-				continue
-			}
-			ip = data[14:]
-		}
-		pkt, ok := inject.UDPNoChecksum(ip)
-		if !ok {
+		pkt, ok := inject.UDPNoChecksum(p.IPv4)
+		if !ok || p.UDP == nil {
 			continue
 		}
-		ihl := int(pkt[0]&0xf) * 4
-		if dg.DecodeFromBytes(pkt[ihl+8:], gopacket.NilDecodeFeedback) != nil || dg.Msg.Kind.FromServer() {
+		if dg.DecodeFromBytes(p.UDP.Payload, gopacket.NilDecodeFeedback) != nil || dg.Msg.Kind.FromServer() {
 			continue
 		}
 		if rp.seen[string(dg.Sig)] {
@@ -266,7 +252,7 @@ func (rp *replayer) scan() error {
 		rp.seen[string(dg.Sig)] = true
 		rp.kinds[dg.Msg.Kind]++
 		for _, after := range replayAfter {
-			rp.due = append(rp.due, replay{at: ci.Timestamp.Add(after), server: inst, pkt: pkt})
+			rp.due = append(rp.due, replay{at: p.Time.Add(after), server: inst, pkt: pkt})
 		}
 	}
 }
