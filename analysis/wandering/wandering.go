@@ -47,12 +47,28 @@ type Manifest struct {
 	Epoch      time.Time `json:"epoch"`
 	Profile    string    `json:"profile"`
 	LossEveryS float64   `json:"loss_every_s,omitempty"`
+	// LossModel: "transit" (the next token passed is lost on its way) or
+	// "crash" (the holder crashes and restarts); LossExponential: the
+	// intervals between losses are exponential of mean LossEveryS, not
+	// fixed.
+	LossModel       string `json:"loss_model,omitempty"`
+	LossExponential bool   `json:"loss_exponential,omitempty"`
+	// Clocks: each agent's clock offset and drift from the reference
+	// (agents absent: the reference clock). The logs' times are the
+	// reference's.
+	Clocks map[string]Clock `json:"clocks,omitempty"`
 	Losses     []Loss    `json:"losses,omitempty"`
 	WallS      float64   `json:"wall_s"`
 	// CutShort: the wall-time limit ended the run before its span or its
 	// transients (span_s is what was simulated).
 	CutShort  bool   `json:"cut_short,omitempty"`
 	Datagrams uint64 `json:"datagrams"`
+}
+
+// Clock is an agent's local clock: OffsetS + (1 + Drift)·reference time.
+type Clock struct {
+	OffsetS float64 `json:"offset_s"`
+	Drift   float64 `json:"drift"`
 }
 
 // Op is one execution of the protected operation, in paper seconds.

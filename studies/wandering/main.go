@@ -48,16 +48,15 @@ import (
 
 const k = 1000 // 10^3 s
 
-// The 003 runs (§3, Table 1): 10^5 s, a token loss every 10^4 s,
-// N_max 300, Δop 4 s, Δskip 0.1 s (Δmin 600 s and γ 180,000 s from the
-// formulas). The 004 runs (§6, Table 2 and the captions): 10^6 time
-// units, Δop 4, Δskip 1, Δmin 600 (so Δmax 1800), K1 1.5, K2 0.05.
+// The 003 runs are in scenarios003.go. The 004 runs (§6, Table 2 and the
+// captions): 10^6 time units, Δop 4, Δskip 1, Δmin 600 (so Δmax 1800),
+// K1 1.5, K2 0.05.
 const (
-	sec003 = "{op: 4s, skip: 100ms, nmax: 300}"
-	sec004 = "{op: 4s, skip: 1s, min: 600s}"
+	// The real runs' twins: the section of experiments/wandering-real-N.yaml.
+	secReal = "{op: 4s, skip: 100ms, nmax: 300}"
+	sec004  = "{op: 4s, skip: 1s, min: 600s}"
 	// Fig. 2's removal rule as printed (wandering004.RemovalAny).
 	sec004fig2 = "{op: 4s, skip: 1s, min: 600s, removal: any}"
-	base003    = "{op: 4s, rule: \"003\"}"
 	base004    = "{op: 4s, rule: \"004\"}"
 )
 
@@ -74,18 +73,14 @@ func scenarios() []Scenario {
 		// does not give, which docs/studies/wandering.md compares.
 		{Name: "t5fig2-w004-n150", Role: "wandering-004", Section: sec004fig2, N: 150, Seed: 45, Transients: 100, Settle: 10 * k * time.Second},
 		{Name: "t5fig2-w004-n300", Role: "wandering-004", Section: sec004fig2, N: 300, Seed: 46, Transients: 100, Settle: 10 * k * time.Second},
-		{Name: "f2-baseline-n300", Role: "baseline", Section: base003, N: 300, Span: 100 * k * time.Second, Seed: 31},
 	}
-	for i, n := range []int{210, 240, 270, 300, 330, 360} {
-		s = append(s, Scenario{Name: fmt.Sprintf("f3-wandering-n%d", n), Role: "wandering", Section: sec003, N: n,
-			Span: 100 * k * time.Second, Seed: uint64(32 + i), LossEvery: 10 * k * time.Second})
-	}
+	s = append(s, scenarios003()...)
 	// The real runs' twins (experiments/wandering-real-N.yaml, make
 	// wandering-real): 003's parameters, 10^5 s, one loss at 50,000 s, the
 	// same seeds, for the combined report (-real). The real holder comes
 	// back 100 s after its crash, the simulated one at once.
 	for _, n := range realN {
-		s = append(s, Scenario{Name: realScenario(n), Role: "wandering", Section: sec003, N: n,
+		s = append(s, Scenario{Name: realScenario(n), Role: "wandering", Section: secReal, N: n,
 			Span: 100 * k * time.Second, Seed: uint64(n), LossEvery: 50 * k * time.Second})
 	}
 	return s
@@ -174,7 +169,7 @@ func main() {
 			switch {
 			case strings.HasPrefix(s.Name, "t3-"):
 				s.Span = time.Duration(float64(s.Span) * *scale004)
-			case strings.HasPrefix(s.Name, "f2-"), strings.HasPrefix(s.Name, "f3-"):
+			case strings.HasPrefix(s.Name, "f2-"), strings.HasPrefix(s.Name, "f3"):
 				s.Span = time.Duration(float64(s.Span) * *scale003)
 			}
 			if s.Transients > 0 {

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
+	"math/rand/v2"
 	"fmt"
 	"net/netip"
 	"os"
@@ -28,8 +30,15 @@ type Scenario struct {
 	N       int
 	Span    time.Duration
 	Seed    uint64
-	// LossEvery injects a token loss every LossEvery (003 §3: 10^4 s).
-	LossEvery time.Duration
+	// LossEvery injects a token loss every LossEvery (003 §3: 10^4 s),
+	// by the model Loss (LossTransit or LossCrash; empty: LossCrash), at
+	// a fixed period or, with LossExponential, at exponential intervals
+	// of that mean.
+	LossEvery       time.Duration
+	Loss            string
+	LossExponential bool
+	// Clocks spreads the agents' clocks (zero: one clock for all).
+	Clocks Clocks
 	// Transients, when > 0, injects losses one at a time: the next once
 	// the token count has been exactly 1 for Settle (004 Table 5), until
 	// Transients losses or Span.
@@ -59,6 +68,9 @@ func (s Scenario) experimentYAML() string {
 		gen := ""
 		if i == 0 {
 			gen = ", generate: true"
+		}
+		if off, drift := s.clock(i); off != 0 || drift != 0 {
+			gen += fmt.Sprintf(", clock: {offset: %v, drift: %.3g}", off, drift)
 		}
 		fmt.Fprintf(&b, "  - {name: %s%s}\n", agentName(i), gen)
 	}
@@ -106,6 +118,17 @@ func Simulate(s Scenario, dir string, progress func(string)) (*wandering.Manifes
 	}
 	x.m = &wandering.Manifest{Scenario: s.Name, Role: s.Role, Section: s.Section, N: s.N, Seed: s.Seed,
 		SpanS: s.Span.Seconds(), Epoch: sim.Epoch, Profile: Profile, LossEveryS: s.LossEvery.Seconds()}
+	if s.LossEvery > 0 {
+		x.m.LossModel, x.m.LossExponential = cmp.Or(s.Loss, LossCrash), s.LossExponential
+	}
+	for i := range s.N {
+		if off, drift := s.clock(i); off != 0 || drift != 0 {
+			if x.m.Clocks == nil {
+				x.m.Clocks = map[string]wandering.Clock{}
+			}
+			x.m.Clocks[agentName(i)] = wandering.Clock{OffsetS: off.Seconds(), Drift: drift}
+		}
+	}
 	x.index = map[string]int{}
 	for i, p := range procs {
 		x.index[p.Instance] = i
@@ -322,15 +345,28 @@ func (x *simulation) runTransients(end time.Time) (time.Time, error) {
 	return w.Now(), nil
 }
 
-// runLossEvery injects a loss every LossEvery (003 §3) up to end.
+// runLossEvery injects a loss every LossEvery (003 §3) up to end: at a
+// fixed period, or at exponential intervals of that mean drawn from a
+// stream of the scenario's seed of its own.
 func (x *simulation) runLossEvery(end time.Time) error {
 	s, w := x.s, x.w
-	for t := sim.Epoch.Add(s.LossEvery); !t.After(end) && !x.cut(); t = t.Add(s.LossEvery) {
+	r := rand.New(rand.NewPCG(s.Seed, 0x1055))
+	next := func(t time.Time) time.Time {
+		if s.LossExponential {
+			return t.Add(time.Duration(r.ExpFloat64() * float64(s.LossEvery)))
+		}
+		return t.Add(s.LossEvery)
+	}
+	for t := next(sim.Epoch); !t.After(end) && !x.cut(); t = next(t) {
 		if err := w.RunUntil(t); err != nil {
 			return err
 		}
 		if t.Before(end) {
-			if err := x.lose(); err != nil {
+			lose := x.lose
+			if s.Loss == LossTransit {
+				lose = x.loseInTransit
+			}
+			if err := lose(); err != nil {
 				return err
 			}
 		}
