@@ -191,6 +191,9 @@ func main() {
 		fail(err)
 	}
 	fmt.Println("report:", path)
+	if err := verdicts(*out); err != nil {
+		fail(err)
+	}
 	if len(realDirs) > 0 {
 		path, err := wandering.Combined(*out, realDirs)
 		if err != nil {
@@ -272,6 +275,25 @@ func (s Scenario) cost() float64 {
 		c /= 50
 	}
 	return c
+}
+
+// verdicts prints the report's claims that do not hold and fails when
+// one of them is documented as matching its paper.
+func verdicts(out string) error {
+	cs, err := wandering.ReadClaims(out)
+	if err != nil {
+		return err
+	}
+	for _, c := range cs {
+		if !c.OK || !c.Matches {
+			fmt.Printf("%s %s (%s): paper %s, ours %s, tolerance %s: %s\n", c.Figure, c.What, c.Run, c.Paper, c.Ours, c.Tolerance, c.Mark())
+		}
+	}
+	if b := wandering.Broken(cs); len(b) > 0 {
+		return fmt.Errorf("%d figure(s) documented as matching their paper left their tolerance (%s)", len(b), filepath.Join(out, "report.md"))
+	}
+	fmt.Printf("%d figures checked against the papers: every one documented as matching does\n", len(cs))
+	return nil
 }
 
 func fail(err error) {

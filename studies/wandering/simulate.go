@@ -499,3 +499,9 @@ func (t *tracker) stableFor(now time.Time) time.Duration {
 	}
 	return now.Sub(t.since)
 }
+
+// loseInTransit loses the next token passed on its way (003 §3's loss
+// events; the fault the runner's lose-token action injects).
+func (x *simulation) loseInTransit() error {
+	return fmt.Errorf("%s: loss in transit: not available in this build", x.s.Name)
+}
