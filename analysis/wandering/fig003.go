@@ -16,18 +16,29 @@ import (
 
 // Stats003 is what 003's figures read from one run.
 type Stats003 struct {
-	Shares     [4]float64 // share of time idle, with 1, 2, >2 operations
-	Below1200  float64    // share of an agent's intervals between operations below 1200 s (Fig. 4)
-	MeanIA     float64    // their mean, s
-	MaxTokens  int        // tokens at once, at most (Fig. 5)
-	Over2      float64    // share of time with more than 2 tokens
-	NoToken    float64    // share of time with no token
-	Losses     int        // losses injected
-	Settled    int        // of them, followed by one token again (Stabilizations, spikes < Δmin)
-	Removals   int        // tokens discarded (the sandwich rule, line 15)
-	Inverted   int        // of them, discarded although made before a token that outlived them (see inverted)
-	SpuriousS  float64    // mean life of a discarded token, s
-	IdleSigmaP float64    // sampling s.d. of the idle share from the loss count, in points (see fig2Claims)
+	Shares    [4]float64 // share of time idle, with 1, 2, >2 operations
+	Below1200 float64    // share of an agent's intervals between operations below 1200 s (Fig. 4)
+	MeanIA    float64    // their mean, s
+	MaxTokens int        // tokens at once, at most (Fig. 5)
+	Over2     float64    // share of time with more than 2 tokens
+	NoToken   float64    // share of time with no token
+	Losses    int        // losses injected
+	Settled   int        // of them, followed by one token again (Stabilizations, spikes < Δmin)
+	Removals  int        // tokens discarded (the sandwich rule, line 15)
+	Inverted  int        // of them, discarded although made before a token that outlived them (see inverted)
+	SpuriousS float64    // mean life of a discarded token, s
+	// Episodes: stretches with two tokens or more, the spurious tokens'
+	// lives (what makes two operations at once).
+	Episodes int
+}
+
+// sigma is the sampling s.d. of a share x made of n independent
+// episodes (a Poisson count): x/√n; 0 without episodes.
+func sigma(x float64, n int) float64 {
+	if n == 0 {
+		return 0
+	}
+	return x / math.Sqrt(float64(n))
 }
 
 // stats003 measures r for 003's figures; min is the run's Δmin (600 s).
@@ -39,6 +50,11 @@ func stats003(r *Run, min float64) Stats003 {
 	tc := r.TokenCount()
 	for _, st := range tc {
 		s.MaxTokens = max(s.MaxTokens, st.V)
+	}
+	for i, st := range tc {
+		if st.V >= 2 && (i == 0 || tc[i-1].V < 2) {
+			s.Episodes++
+		}
 	}
 	d := durations(tc, r.SpanS)
 	if len(d) > 0 {
@@ -63,11 +79,6 @@ func stats003(r *Run, min float64) Stats003 {
 	}
 	if s.Removals > 0 {
 		s.SpuriousS = life / float64(s.Removals)
-	}
-	if s.Losses > 0 {
-		// The losses of a run are a Poisson count: the no-token time, about
-		// proportional to it, has a relative s.d. of 1/√L.
-		s.IdleSigmaP = 100 * s.NoToken / math.Sqrt(float64(s.Losses))
 	}
 	return s
 }

@@ -57,8 +57,8 @@ type Manifest struct {
 	// (agents absent: the reference clock). The logs' times are the
 	// reference's.
 	Clocks map[string]Clock `json:"clocks,omitempty"`
-	Losses     []Loss    `json:"losses,omitempty"`
-	WallS      float64   `json:"wall_s"`
+	Losses []Loss           `json:"losses,omitempty"`
+	WallS  float64          `json:"wall_s"`
 	// CutShort: the wall-time limit ended the run before its span or its
 	// transients (span_s is what was simulated).
 	CutShort  bool   `json:"cut_short,omitempty"`

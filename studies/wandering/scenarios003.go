@@ -79,7 +79,7 @@ func scenarios003() []Scenario {
 	}
 	s = append(s,
 		// The holder-crash model, at a fixed period as before.
-		n300("f3crash-wandering-n300", sec003, LossCrash, false, looseClocks),
+		n300("f3crash-wandering-n300", sec003, LossCrash, false, Clocks{}),
 		n300("f3start-wandering-n300", sec003start, LossTransit, true, looseClocks),
 		n300("f3sync-wandering-n300", sec003, LossTransit, true, Clocks{}),
 		n300("f3looser-wandering-n300", sec003, LossTransit, true, looserClocks),

@@ -3,8 +3,8 @@ package main
 import (
 	"cmp"
 	"encoding/json"
-	"math/rand/v2"
 	"fmt"
+	"math/rand/v2"
 	"net/netip"
 	"os"
 	"path/filepath"
