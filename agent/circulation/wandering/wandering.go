@@ -48,8 +48,8 @@ type Policy struct {
 	// running counts the executions of A in progress (OpStart given,
 	// OpEnd not yet).
 	running int
-	held       *hold.Set
-	regenAt    time.Time
+	held    *hold.Set
+	regenAt time.Time
 	// Accesses counts protected operations started (Δop holds), Skips
 	// the early tokens kept only Δskip.
 	Accesses, Skips int
