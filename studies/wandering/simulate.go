@@ -62,8 +62,12 @@ const Profile = "delay 1ms"
 // run` writes.
 func (s Scenario) experimentYAML() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "name: %s\nseed: %d\nduration: %ds\ndefaults:\n  role: %s\n  profile: %q\n  agent:\n    %s: %s\nagents:\n",
-		s.Name, s.Seed, int64(s.Span.Seconds()), s.Role, Profile, s.Role, s.Section)
+	fmt.Fprintf(&b, "name: %s\nseed: %d\nduration: %ds\ndefaults:\n  role: %s\n  profile: %q\n  agent:\n    %s: %s\n",
+		s.Name, s.Seed, int64((s.warmup() + s.Span).Seconds()), s.Role, Profile, s.Role, s.Section)
+	if sk := s.skew(); sk > 0 {
+		fmt.Fprintf(&b, "    max_clock_skew: %v\n", sk)
+	}
+	b.WriteString("agents:\n")
 	for i := range s.N {
 		gen := ""
 		if i == 0 {
@@ -107,7 +111,7 @@ func Simulate(s Scenario, dir string, progress func(string)) (*wandering.Manifes
 	w := sim.New(sim.Config{Seed: s.Seed, OnEvent: tr.observe})
 	defer w.Close()
 	tr.now = w.Now
-	x := &simulation{s: s, progress: progress, w: w, tr: tr, procs: procs, verified: &ca.Verified{}}
+	x := &simulation{s: s, progress: progress, w: w, tr: tr, procs: procs, verified: &ca.Verified{}, t0: sim.Epoch.Add(s.warmup())}
 	if err := x.configure(e, dir, keys, prof); err != nil {
 		return nil, err
 	}
@@ -117,7 +121,7 @@ func Simulate(s Scenario, dir string, progress func(string)) (*wandering.Manifes
 		}
 	}
 	x.m = &wandering.Manifest{Scenario: s.Name, Role: s.Role, Section: s.Section, N: s.N, Seed: s.Seed,
-		SpanS: s.Span.Seconds(), Epoch: sim.Epoch, Profile: Profile, LossEveryS: s.LossEvery.Seconds()}
+		SpanS: s.Span.Seconds(), Epoch: x.t0, Profile: Profile, LossEveryS: s.LossEvery.Seconds()}
 	if s.LossEvery > 0 {
 		x.m.LossModel, x.m.LossExponential = cmp.Or(s.Loss, LossCrash), s.LossExponential
 	}
@@ -133,8 +137,11 @@ func Simulate(s Scenario, dir string, progress func(string)) (*wandering.Manifes
 	for i, p := range procs {
 		x.index[p.Instance] = i
 	}
-	end := sim.Epoch.Add(s.Span)
+	end := x.t0.Add(s.Span)
 	x.wall = time.Now()
+	if err := w.RunUntil(x.t0); err != nil { // the warm-up
+		return nil, err
+	}
 	switch {
 	case s.Transients > 0:
 		if end, err = x.runTransients(end); err != nil {
@@ -226,6 +233,9 @@ type simulation struct {
 	verified *ca.Verified
 	m        *wandering.Manifest
 	wall     time.Time // when the simulation started, for WallLimit
+	// t0: the start of the measured span, after the warm-up (the
+	// manifest's epoch: the analysis counts from it).
+	t0 time.Time
 }
 
 // configure adds every agent's host, builds its configuration and sets
@@ -286,13 +296,13 @@ func (x *simulation) start(i int) error {
 // it held is lost (with its policy state: history, last access).
 func (x *simulation) lose() error {
 	s, w, tr, m := x.s, x.w, x.tr, x.m
-	for w.Now().Before(sim.Epoch.Add(s.Span)) {
+	for w.Now().Before(x.t0.Add(s.Span)) {
 		if agent, tok, ok := tr.holder(); ok {
 			if err := w.Crash(agent); err != nil {
 				return err
 			}
 			tr.crashed(agent, w.Now())
-			m.Losses = append(m.Losses, wandering.Loss{AtS: w.Now().Sub(sim.Epoch).Seconds(), Agent: agent, Token: tok})
+			m.Losses = append(m.Losses, wandering.Loss{AtS: w.Now().Sub(x.t0).Seconds(), Agent: agent, Token: tok})
 			return x.start(x.index[agent])
 		}
 		// Every token in transit: a pass takes milliseconds.
@@ -317,7 +327,7 @@ func (x *simulation) report() {
 	if x.progress != nil {
 		s, w := x.s, x.w
 		x.progress(fmt.Sprintf("%s: %.0f of %.0f s simulated, %d losses, %d tokens alive, %.0f s wall",
-			s.Name, w.Now().Sub(sim.Epoch).Seconds(), s.Span.Seconds(), len(x.m.Losses), x.tr.alive(), time.Since(x.wall).Seconds()))
+			s.Name, w.Now().Sub(x.t0).Seconds(), s.Span.Seconds(), len(x.m.Losses), x.tr.alive(), time.Since(x.wall).Seconds()))
 	}
 }
 
@@ -328,7 +338,7 @@ func (x *simulation) runTransients(end time.Time) (time.Time, error) {
 	s, w, tr, m := x.s, x.w, x.tr, x.m
 	step := time.Duration(500) * time.Second
 	for w.Now().Before(end) && !x.cut() {
-		if tr.stableFor(w.Now()) >= s.Settle || len(m.Losses) == 0 && w.Now().Sub(sim.Epoch) >= s.Settle {
+		if tr.stableFor(w.Now()) >= s.Settle || len(m.Losses) == 0 && w.Now().Sub(x.t0) >= s.Settle {
 			if len(m.Losses) == s.Transients {
 				break
 			}
@@ -341,7 +351,7 @@ func (x *simulation) runTransients(end time.Time) (time.Time, error) {
 			return end, err
 		}
 	}
-	m.SpanS = w.Now().Sub(sim.Epoch).Seconds()
+	m.SpanS = w.Now().Sub(x.t0).Seconds()
 	return w.Now(), nil
 }
 
@@ -357,7 +367,7 @@ func (x *simulation) runLossEvery(end time.Time) error {
 		}
 		return t.Add(s.LossEvery)
 	}
-	for t := next(sim.Epoch); !t.After(end) && !x.cut(); t = next(t) {
+	for t := next(x.t0); !t.After(end) && !x.cut(); t = next(t) {
 		if err := w.RunUntil(t); err != nil {
 			return err
 		}
@@ -382,19 +392,19 @@ func (x *simulation) runRest(end time.Time) error {
 	s, w, m := x.s, x.w, x.m
 	for w.Now().Before(end) {
 		if x.cut() {
-			m.SpanS = w.Now().Sub(sim.Epoch).Seconds()
+			m.SpanS = w.Now().Sub(x.t0).Seconds()
 			break
 		}
 		// On multiples of 10^4 s from the epoch (the agents start a little
 		// after it), so that the progress line comes every 10^5 s.
-		t := sim.Epoch.Add(w.Now().Sub(sim.Epoch).Truncate(10*k*time.Second) + 10*k*time.Second)
+		t := x.t0.Add(w.Now().Sub(x.t0).Truncate(10*k*time.Second) + 10*k*time.Second)
 		if t.After(end) {
 			t = end
 		}
 		if err := w.RunUntil(t); err != nil {
 			return err
 		}
-		if s.Transients == 0 && s.LossEvery == 0 && x.progress != nil && int64(w.Now().Sub(sim.Epoch).Seconds())%(100*k) == 0 {
+		if s.Transients == 0 && s.LossEvery == 0 && x.progress != nil && int64(w.Now().Sub(x.t0).Seconds())%(100*k) == 0 {
 			x.report()
 		}
 	}
