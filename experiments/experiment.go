@@ -130,6 +130,10 @@ type StepSpec struct {
 	// Count > 1 repeats the step at seeded random times in [At, Until).
 	Count int           `yaml:"count"`
 	Until time.Duration `yaml:"until"`
+	// Every and Distribution space a lose-token step's events
+	// (losetoken.go).
+	Every        time.Duration `yaml:"every"`
+	Distribution string        `yaml:"distribution"`
 }
 
 // Checks are the tolerances of the requirement checks (002 §2).
@@ -177,6 +181,9 @@ const (
 	ActRestart   = "restart" // start a crashed or left agent again ("holder": the holder crashed last)
 	ActJoin      = "join"    // start a later agent, joining via a member (002 §3.2)
 	ActLeave     = "leave"   // stop an agent silently (002 §3.2)
+	// ActLoseToken loses the next token passed, in transit, at times
+	// spaced by every (losetoken.go; 003 §3's token loss events).
+	ActLoseToken = "lose-token"
 )
 
 // Agent is a resolved agent.

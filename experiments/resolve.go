@@ -229,6 +229,10 @@ func (rv *resolver) step(i int, s StepSpec, agentNames []string, rnd *rand.Rand)
 	if s.At < 0 || s.At > f.Duration {
 		yf.Errorf(path+".at", "%v is outside the run (0 to duration %v)", s.At, f.Duration)
 	}
+	if s.Action == ActLoseToken || s.Every != 0 || s.Distribution != "" {
+		rv.loseToken(i, path, s)
+		return
+	}
 	n := max(s.Count, 1)
 	if s.Count < 0 {
 		yf.Errorf(path+".count", "must not be negative")
@@ -318,7 +322,7 @@ func (rv *resolver) action(path string, s StepSpec, agentNames []string, st *Ste
 			yf.Errorf(path+".agent", "%q is not later: true, so it runs from the start and cannot join; set later: true on it (agents[%d]) to start it with this step", s.Agent, i)
 		}
 	default:
-		yf.Errorf(path+".action", "%q: actions are profile, outage, partition, crash, restart, join, leave", s.Action)
+		yf.Errorf(path+".action", "%q: actions are profile, outage, partition, crash, restart, join, leave, lose-token", s.Action)
 	}
 }
 

@@ -111,6 +111,11 @@ type Driver struct {
 	// Clock is the agent's own clock against Now (agent/clock), anchored
 	// at Run's start: what the node reads. The zero Skew is Now itself.
 	Clock clock.Skew
+	// Lose, if set, delivers requests to lose the next token passed
+	// (node.LoseNextPass; the agent's SIGUSR1, a lose-token step). Each
+	// wakes the loop and reaches the node before its next input.
+	Lose <-chan os.Signal
+	lose atomic.Bool
 	// OnReady, if set, sees every batch after it is carried out (tests).
 	OnReady func(node.Ready)
 	// Rejections bounds the log lines of rejected datagrams (a flood);
@@ -144,6 +149,19 @@ func (d *Driver) Run(ctx context.Context) error {
 	// stamp is therefore always after the sender's stamp of the datagram
 	// that caused it. t is that reference time, which the log and the
 	// socket's deadlines use; the node reads the agent's own clock at t.
+	if d.Lose != nil {
+		go func() {
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-d.Lose:
+					d.lose.Store(true)
+					d.T.SetReadDeadline(time.Unix(1, 0)) // wake the read
+				}
+			}
+		}()
+	}
 	t := now()
 	clk := d.Clock.At(t)
 	d.Node.Start(clk.Local(t))
@@ -172,6 +190,7 @@ func (d *Driver) Run(ctx context.Context) error {
 			dl = time.Time{} // no timer: block until a datagram or cancellation
 		}
 		if t = now(); ok && !t.Before(dl) {
+			d.loseNext()
 			d.tick(clk.Local(t))
 		} else {
 			if err := d.T.SetReadDeadline(dl); err != nil {
@@ -179,6 +198,7 @@ func (d *Driver) Run(ctx context.Context) error {
 			}
 			n, from, err := d.T.ReadFrom(buf)
 			t = now()
+			d.loseNext()
 			switch {
 			case err == nil:
 				d.Node.Receive(clk.Local(t), from, buf[:n])
@@ -195,6 +215,14 @@ func (d *Driver) Run(ctx context.Context) error {
 			return err
 		}
 		d.Node.Prepare(clk.Local(t))
+	}
+}
+
+// loseNext hands a pending lose request to the node, before the input
+// that may lead to the pass.
+func (d *Driver) loseNext() {
+	if d.lose.Swap(false) {
+		d.Node.LoseNextPass()
 	}
 }
 

@@ -75,6 +75,10 @@ const (
 	TokenReleased    Kind = "token_released"    // Reason "passed", "discarded" or "stopping"
 	TokenRegenerated Kind = "token_regenerated" // loss detection (002 §3.2): a new token, Detail says why
 	TokenDiscarded   Kind = "token_discarded"   // Reason "sandwich": removal of a spurious token (002 §3.2)
+	// TokenLost: the token the agent was about to pass to Peer was lost
+	// in transit (Reason "in_transit"): the injected loss of a lose-token
+	// step (003 §3), after its token_released "lost_in_transit".
+	TokenLost Kind = "token_lost"
 
 	// OpStarted and OpFinished bracket one execution of the protected
 	// operation A of the Wandering Token (seed 003 Fig. 1 lines 24 and 31;
@@ -194,7 +198,7 @@ var known = map[Kind]bool{}
 func init() {
 	for _, k := range []Kind{AgentStarted, AgentStopping, PassStarted, MoveSent, MoveReceived, AckSent, AckReceived,
 		CommitSent, CommitReceived, EarlyStopSent, EarlyStopReceived, PassSucceeded, PassCompleted, PassFailed,
-		TokenAcquired, TokenReleased, TokenRegenerated, TokenDiscarded, OpStarted, OpFinished, DatagramRejected, RejectionsSummary,
+		TokenAcquired, TokenReleased, TokenRegenerated, TokenDiscarded, TokenLost, OpStarted, OpFinished, DatagramRejected, RejectionsSummary,
 		KeyCached, PeerAdded, PeerRemoved, AgentNotice, TokenIntroduced, TargetAdded, TargetDropped, UnusualSummary,
 		RunStarted, RunFinished, LinkProfile, OutageStart, OutageEnd, AgentCrash, AgentRestart, AgentJoin,
 		AgentLeave, AgentExit, HarnessNotice} {

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"net/netip"
+	"os"
 	"time"
 
 	"tokenbed/agent/clock"
@@ -20,6 +21,8 @@ func Skewed(p Process, s clock.Skew) Process {
 	}
 	return &skewed{p: p, s: s}
 }
+
+var _ Signaled = (*skewed)(nil)
 
 type skewed struct {
 	p   Process
@@ -49,6 +52,15 @@ func (k *skewed) Deadline() (time.Time, bool) {
 		return d, false
 	}
 	return k.clk.Ref(d), true
+}
+
+// Signal forwards sig to p when p handles signals.
+func (k *skewed) Signal(now time.Time, sig os.Signal) Output {
+	p, ok := k.p.(Signaled)
+	if !ok {
+		return Output{}
+	}
+	return k.out(now, p.Signal(k.clk.Local(now), sig))
 }
 
 func (k *skewed) Stop(now time.Time, reason string) Output {

@@ -4,6 +4,8 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"net/netip"
+	"os"
+	"syscall"
 	"time"
 
 	"github.com/goccy/go-yaml"
@@ -21,6 +23,7 @@ import (
 )
 
 var (
+	_ sim.Signaled           = (*simAgent)(nil)
 	_ protocol.Simulated     = Protocol{}
 	_ protocol.SimConfigured = Protocol{}
 )
@@ -185,6 +188,15 @@ func (a *simAgent) Deadline() (time.Time, bool) {
 		d, ok = sd, true
 	}
 	return d, ok
+}
+
+// Signal is the agent's SIGUSR1, the only other signal it handles: lose
+// the next token it passes (a lose-token step).
+func (a *simAgent) Signal(now time.Time, sig os.Signal) sim.Output {
+	if sig == syscall.SIGUSR1 {
+		a.n.LoseNextPass()
+	}
+	return a.out(now)
 }
 
 // Stop is the agent's SIGTERM: the driver stops the node with its
