@@ -88,3 +88,12 @@ func TestFig2Claims(t *testing.T) {
 		t.Errorf("idle 5%%: %+v", c)
 	}
 }
+
+// TestStepsBeforeZero: intervals of a warm-up (before the measured
+// span's time zero) count only for their part after zero.
+func TestStepsBeforeZero(t *testing.T) {
+	d := durations(steps([]float64{-100, -10, 20}, []float64{-96, 10, 30}, 100), 100)
+	if len(d) != 2 || d[0] != 80 || d[1] != 20 {
+		t.Errorf("durations %v, want [80 20]: (−100, −96) outside, (−10, 10) for 10 s, (20, 30)", d)
+	}
+}

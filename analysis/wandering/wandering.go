@@ -28,8 +28,9 @@ import (
 // ManifestFile is the run's description, beside logs/.
 const ManifestFile = "manifest.json"
 
-// Loss is one injected token loss: Agent, holding Token, crashed at AtS
-// (paper seconds from the start) and restarted at once.
+// Loss is one injected token loss at AtS (paper seconds from the
+// start): Agent, holding Token, crashed and restarted at once (the
+// manifest's LossModel "crash"), or lost Token passing it on ("transit").
 type Loss struct {
 	AtS   float64 `json:"at_s"`
 	Agent string  `json:"agent"`
@@ -161,7 +162,9 @@ type measuring struct {
 func (r *Run) measurer() *measuring {
 	m := &measuring{r: r, crashes: map[string][]float64{}, lost: map[string]float64{}, toks: map[string]*seen{}}
 	for _, l := range r.Losses {
-		m.crashes[l.Agent] = append(m.crashes[l.Agent], l.AtS)
+		if r.LossModel != "transit" { // the agent died with its operation
+			m.crashes[l.Agent] = append(m.crashes[l.Agent], l.AtS)
+		}
 		m.lost[l.Token] = l.AtS
 	}
 	return m
@@ -310,7 +313,7 @@ func steps(from, to []float64, end float64) []Step {
 	}
 	es := make([]edge, 0, 2*len(from))
 	for i := range from {
-		if from[i] >= end || to[i] <= from[i] {
+		if from[i] >= end || to[i] <= max(from[i], 0) { // outside [0, end), e.g. in a warm-up
 			continue
 		}
 		es = append(es, edge{max(from[i], 0), 1}, edge{min(to[i], end), -1})

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"tokenbed/agent/ca"
@@ -132,6 +133,9 @@ func Simulate(s Scenario, dir string, progress func(string)) (*wandering.Manifes
 			}
 			x.m.Clocks[agentName(i)] = wandering.Clock{OffsetS: off.Seconds(), Drift: drift}
 		}
+	}
+	tr.lost = func(agent, tok string) {
+		x.m.Losses = append(x.m.Losses, wandering.Loss{AtS: w.Now().Sub(x.t0).Seconds(), Agent: agent, Token: tok})
 	}
 	x.index = map[string]int{}
 	for i, p := range procs {
@@ -424,6 +428,8 @@ type tracker struct {
 	since, spike time.Time
 	maxSpike     time.Duration
 	now          func() time.Time // the world's clock
+	// lost hears of a token lost in transit (token_lost).
+	lost func(agent, token string)
 }
 
 func newTracker() *tracker {
@@ -441,6 +447,12 @@ func (t *tracker) observe(agent string, e eventlog.Event) {
 		}
 	case eventlog.TokenDiscarded:
 		t.set(e.Token, false, e)
+	case eventlog.TokenLost:
+		delete(t.holders, e.Token)
+		t.set(e.Token, false, e)
+		if t.lost != nil {
+			t.lost(agent, e.Token)
+		}
 	}
 }
 
@@ -510,8 +522,20 @@ func (t *tracker) stableFor(now time.Time) time.Duration {
 	return now.Sub(t.since)
 }
 
-// loseInTransit loses the next token passed on its way (003 §3's loss
-// events; the fault the runner's lose-token action injects).
+// loseInTransit makes a holder of a token lose it in transit when it
+// next passes it (003 §3's loss events; SIGUSR1, what the runner's
+// lose-token step sends: agent/node LoseNextPass). The loss itself is
+// the agent's token_lost, which the tracker records in the manifest.
 func (x *simulation) loseInTransit() error {
-	return fmt.Errorf("%s: loss in transit: not available in this build", x.s.Name)
+	s, w, tr := x.s, x.w, x.tr
+	for w.Now().Before(x.t0.Add(s.Span)) {
+		if agent, _, ok := tr.holder(); ok {
+			return w.Signal(agent, syscall.SIGUSR1)
+		}
+		// Every token in transit: a pass takes milliseconds.
+		if err := w.RunUntil(w.Now().Add(10 * time.Millisecond)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
