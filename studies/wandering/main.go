@@ -16,7 +16,11 @@
 // Each scenario writes OUT/NAME/ (experiment.yaml, manifest.json with the
 // seed, the injected losses and the wall time, logs/); then package
 // analysis/wandering reads them all and writes OUT/report.md and
-// OUT/plots/. -scale shortens every run for a quick check, -scale003 the
+// OUT/plots/, and OUT/claims.json: each figure of the papers' text
+// beside ours with its tolerance and verdict. The command exits 1 when a
+// figure the docs say matches its paper leaves its tolerance (the ✗
+// documented as expected are printed, with their reason, and fail
+// nothing). -scale shortens every run for a quick check, -scale003 the
 // 10^5 s runs of 003, -scale004 the two long runs of 004 Tables 3 and 4,
 // -transients the count of 004 Table 5; the report's first table says
 // what ran, at which length. -j runs that many scenarios at once
