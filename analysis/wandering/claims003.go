@@ -8,7 +8,8 @@ import (
 // Why the figures of 003 that do not match do not: the report's and the
 // docs' explanations (docs/studies/wandering.md, "003").
 const (
-	why80 = "003's own parameters forbid it: Δmin = Δop·N_max/2 makes the load N·Δop/Δmin = 2 at N = 300, so one token serves each agent once per 300 × 4 = 1200 s at best on average, and no interval is below Δmin = 600 s; a distribution on [600, ∞) with mean ≥ 1200 has 80% below 1200 only with a heavy tail. 004 §7 makes the same claim at load 1, where it holds (N = 210 here)."
+	whyOverbooked = "above N_max the share grows past the bound by a point or two: more agents make longer return times, so a regeneration timeout (Δmin + Exp(γ) after the last visit) expires more often, and a spurious token lives about a return time before the sandwich rule removes it. The trend is the paper's (\"changes smoothly\"); the bound is not. One run's s.d. (in the ours column) is as large as the excess, so one run each cannot say the paper's runs were above it."
+	why80         = "003's own parameters forbid it: Δmin = Δop·N_max/2 makes the load N·Δop/Δmin = 2 at N = 300, so one token serves each agent once per 300 × 4 = 1200 s at best on average, and no interval is below Δmin = 600 s; a distribution on [600, ∞) with mean ≥ 1200 has 80% below 1200 only with a heavy tail. 004 §7 makes the same claim at load 1, where it holds (N = 210 here)."
 )
 
 // claims003 are 003's figures (§3's text: Figs. 2–5) beside the runs
@@ -26,8 +27,13 @@ func claims003(runs map[string]*Run) []Claim {
 		}
 		s := stats003(r, 600)
 		conc := s.Shares[2] + s.Shares[3]
-		add(Claim{Figure: "003 Fig. 3", Run: r.Scenario, What: fmt.Sprintf("N = %d, 2 or more at once", n), Paper: "≤ 10%",
-			Ours: pts(conc), Tolerance: "none (a bound)", OK: conc <= 0.10, Matches: true})
+		c := Claim{Figure: "003 Fig. 3", Run: r.Scenario, What: fmt.Sprintf("N = %d, 2 or more at once", n), Paper: "≤ 10%",
+			Ours:      fmt.Sprintf("%s (one run's s.d. %.1f points, over %d stretches with a spurious token)", pts(conc), 100*sigma(conc, s.Episodes), s.Episodes),
+			Tolerance: "none (a bound)", OK: conc <= 0.10, Matches: n <= 300}
+		if n > 300 {
+			c.Why = whyOverbooked
+		}
+		add(c)
 		switch {
 		case n == 300:
 			add(Claim{Figure: "003 Fig. 4", Run: r.Scenario, What: "N = 300, intervals below 1200 s", Paper: "80%",
@@ -96,11 +102,17 @@ func Fig2Claims(bl, wt *Run, dmin float64) []Claim {
 		// tolerance is two s.d. of that difference, from our counts: it
 		// widens for a shorter run, as it should.
 		k := 2 * math.Sqrt2
-		idleTol := k * sigma(s.NoToken, s.Losses)
-		add(Claim{Figure: fig2, Run: r.Scenario, What: "Wandering Token, share of time idle", Paper: "< 10%",
-			Ours:      fmt.Sprintf("%s (no token %s; %d losses)", pts(s.Shares[0]), pts(s.NoToken), s.Losses),
-			Tolerance: fmt.Sprintf("a bound, + %.1f points (2√2 s.d. of the no-token share over %d losses)", 100*idleTol, s.Losses),
-			OK:        s.Shares[0] <= 0.10+idleTol, Matches: true})
+		// 003 lost the token every 10^4 s (Table 1: γ_loss); our loss times
+		// are drawn, so the idle share is compared at that rate: the mean
+		// gap without a token per loss, times span/10^4 losses.
+		every := cmpOr(r.LossEveryS, 10_000)
+		idle := s.IdleAtRate(r.SpanS, every)
+		idleTol := k * s.gapSD() / every
+		add(Claim{Figure: fig2, Run: r.Scenario, What: "Wandering Token, share of time idle, at 003's loss rate", Paper: "< 10%",
+			Ours: fmt.Sprintf("%s (as run: %s with %d losses; no token %s, mean gap %.0f s per loss)", pts(idle), pts(s.Shares[0]), s.Losses,
+				pts(s.NoToken), mean(s.Gaps)),
+			Tolerance: fmt.Sprintf("a bound, + %.1f points (2√2 s.d. of the mean gap over %d gaps, at one loss per %.0f s)", 100*idleTol, len(s.Gaps), every),
+			OK:        idle <= 0.10+idleTol, Matches: true})
 		tol2 := k * sigma(s.Shares[2], s.Episodes)
 		add(Claim{Figure: fig2, Run: r.Scenario, What: "Wandering Token, 2 at once", Paper: "5%", Ours: pts(s.Shares[2]),
 			Tolerance: fmt.Sprintf("±%.1f points (2√2 s.d. over %d stretches with a spurious token)", 100*tol2, s.Episodes),
@@ -118,4 +130,11 @@ func Fig2Claims(bl, wt *Run, dmin float64) []Claim {
 			OK: s.Settled >= s.Losses-1, Matches: true})
 	}
 	return cs
+}
+
+func cmpOr(x, dflt float64) float64 {
+	if x > 0 {
+		return x
+	}
+	return dflt
 }

@@ -97,3 +97,36 @@ func TestStepsBeforeZero(t *testing.T) {
 		t.Errorf("durations %v, want [80 20]: (−100, −96) outside, (−10, 10) for 10 s, (20, 30)", d)
 	}
 }
+
+// TestIdleAtRate: Fig. 2's idle share is compared at 003's loss rate.
+// A literal run of 1000 s with a loss every 500 s on average but 4
+// losses, each followed by 40 s without a token (and without A): idle
+// 16% as run, 8% at two losses; the gaps are equal, so no allowance.
+func TestIdleAtRate(t *testing.T) {
+	r := &Run{Manifest: Manifest{Scenario: "wt", SpanS: 1000, LossEveryS: 500, LossModel: "transit"}}
+	from := 0.0
+	for i, to := range []float64{100, 300, 500, 700, 1000} {
+		r.Ops = append(r.Ops, Op{Agent: "a", Start: from, End: to})
+		r.Tokens = append(r.Tokens, Life{Token: fmt.Sprintf("%d@a", int64(from)*1e9), From: from, To: to, How: "lost", Generated: true})
+		if i < 4 {
+			r.Losses = append(r.Losses, Loss{AtS: to, Agent: "a", Token: r.Tokens[i].Token})
+		}
+		from = to + 40
+	}
+	r.Tokens[4].How = "alive"
+	var idle Claim
+	for _, c := range Fig2Claims(nil, r, 600) {
+		if strings.Contains(c.What, "idle") {
+			idle = c
+		}
+	}
+	if !idle.OK || !strings.HasPrefix(idle.Ours, "8.0% (as run: 16.0% with 4 losses") {
+		t.Errorf("idle at one loss per 500 s: %+v", idle)
+	}
+	r.LossEveryS = 250 // four losses expected: 16%, above the bound
+	for _, c := range Fig2Claims(nil, r, 600) {
+		if strings.Contains(c.What, "idle") && c.OK {
+			t.Errorf("idle 16%% at one loss per 250 s passed: %+v", c)
+		}
+	}
+}

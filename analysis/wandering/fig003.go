@@ -22,14 +22,46 @@ type Stats003 struct {
 	MaxTokens int        // tokens at once, at most (Fig. 5)
 	Over2     float64    // share of time with more than 2 tokens
 	NoToken   float64    // share of time with no token
-	Losses    int        // losses injected
-	Settled   int        // of them, followed by one token again (Stabilizations, spikes < Δmin)
-	Removals  int        // tokens discarded (the sandwich rule, line 15)
-	Inverted  int        // of them, discarded although made before a token that outlived them (see inverted)
-	SpuriousS float64    // mean life of a discarded token, s
+	// Gaps: the stretches without a token from the first loss on, s (the
+	// regeneration latency after each loss, 003 §3).
+	Gaps      []float64
+	Losses    int     // losses injected
+	Settled   int     // of them, followed by one token again (Stabilizations, spikes < Δmin)
+	Removals  int     // tokens discarded (the sandwich rule, line 15)
+	Inverted  int     // of them, discarded although made before a token that outlived them (see inverted)
+	SpuriousS float64 // mean life of a discarded token, s
 	// Episodes: stretches with two tokens or more, the spurious tokens'
 	// lives (what makes two operations at once).
 	Episodes int
+}
+
+// IdleAtRate is the idle share with the losses at rate 1/every instead
+// of the run's count: the time without a token replaced by the mean gap
+// per loss times span/every losses. 003's runs lost the token "every
+// 10^4 seconds", so its idle share is for that count; ours varies with
+// the draw of the loss times (8 to 13 in 10^5 s for our seeds).
+func (s Stats003) IdleAtRate(span, every float64) float64 {
+	if len(s.Gaps) == 0 {
+		return s.Shares[0]
+	}
+	return s.Shares[0] - s.NoToken + mean(s.Gaps)*(span/every)/span
+}
+
+// gapSD is the s.d. of the mean gap per loss (the gaps' s.d./√n; with
+// one gap, the gap itself: a regeneration latency is near exponential).
+func (s Stats003) gapSD() float64 {
+	n := len(s.Gaps)
+	switch n {
+	case 0:
+		return 0
+	case 1:
+		return s.Gaps[0]
+	}
+	m, v := mean(s.Gaps), 0.0
+	for _, g := range s.Gaps {
+		v += (g - m) * (g - m)
+	}
+	return math.Sqrt(v/float64(n-1)) / math.Sqrt(float64(n))
 }
 
 // sigma is the sampling s.d. of a share x made of n independent
@@ -51,9 +83,22 @@ func stats003(r *Run, min float64) Stats003 {
 	for _, st := range tc {
 		s.MaxTokens = max(s.MaxTokens, st.V)
 	}
+	first := math.Inf(1)
+	if len(r.Losses) > 0 {
+		first = r.Losses[0].AtS
+	}
 	for i, st := range tc {
 		if st.V >= 2 && (i == 0 || tc[i-1].V < 2) {
 			s.Episodes++
+		}
+		if st.V == 0 && st.T >= first {
+			end := r.SpanS
+			if i+1 < len(tc) {
+				end = tc[i+1].T
+			}
+			if end > st.T {
+				s.Gaps = append(s.Gaps, end-st.T)
+			}
 		}
 	}
 	d := durations(tc, r.SpanS)
