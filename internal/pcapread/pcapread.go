@@ -39,10 +39,13 @@ import (
 const LinkTypeUpperPDU layers.LinkType = 252
 
 // Interface is one capture interface: harness/capture names agent
-// interfaces "INSTANCE/DEVICE".
+// interfaces "INSTANCE/DEVICE" and describes each (the device, its MAC),
+// which a copy of the capture keeps (analysis/tokenpassing's failure
+// bundles).
 type Interface struct {
-	Name     string // "" when the file does not name it; "pcap" for a pcap file
-	LinkType layers.LinkType
+	Name        string // "" when the file does not name it; "pcap" for a pcap file
+	Description string // "" when the file does not describe it
+	LinkType    layers.LinkType
 }
 
 // IfaceStats is one interface statistics block, in file order.
@@ -199,7 +202,7 @@ func (r *Reader) Interface(i int) (Interface, error) {
 	if err != nil {
 		return Interface{}, err
 	}
-	return Interface{Name: ifc.Name, LinkType: ifc.LinkType}, nil
+	return Interface{Name: ifc.Name, Description: ifc.Description, LinkType: ifc.LinkType}, nil
 }
 
 // Stats is what the reader has learnt so far; read to the end (io.EOF),
