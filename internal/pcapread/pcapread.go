@@ -6,9 +6,10 @@
 // packets its kernel rings dropped (pcapng interface statistics blocks,
 // written by harness/capture at Stop) and whether the file ends cleanly.
 //
-// Every analysis of a capture reads through it (analysis/tokenpassing,
-// analysis/ftn, analysis/pcaptimeline), so a datagram is the same datagram
-// to all of them: a checker that skipped fragments would miss an FTN
+// Every analysis of a capture reads through it (analysis/tokenpassing and
+// its failure bundles' slices, analysis/ftn, analysis/pcaptimeline), and
+// so do the tests that read a run's capture, so a datagram is the same
+// datagram to all of them: a checker that skipped fragments would miss an FTN
 // global state listing tens of clients (larger than the MTU), and one that
 // ignored the interface statistics could take the capture's loss for the
 // network's.
