@@ -373,7 +373,13 @@ func (c *Client) late(i int, inc uint64) bool {
 
 // learn adopts g if it is newer, and redirects outstanding operations.
 func (c *Client) learn(g *msg.Global) {
-	if g == nil || g.Version <= c.g.Version || len(g.Servers) != len(c.cfg.Servers) {
+	if g == nil || g.Version <= c.g.Version {
+		return
+	}
+	if err := g.Check(len(c.cfg.Servers)); err != nil {
+		// Another server list than ours (001 "Configuration": one shared
+		// file): its placement is not ours.
+		c.event(msg.Event{Kind: "rejected", Version: g.Version, Detail: "global state: " + err.Error()})
 		return
 	}
 	c.g = g.Clone()

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"slices"
 
@@ -222,10 +223,16 @@ func (s *Server) stepServer(i int, m msg.Msg) {
 			}
 		}
 	case msg.StateMsg:
-		if m.Global == nil || len(m.Global.Servers) != s.n || m.Global.Leader != i {
+		if m.Global == nil {
+			return
+		}
+		if err := m.Global.Check(s.n); err != nil || m.Global.Leader != i {
 			// A server with another list: the configuration file is not
 			// the shared one (001 "Configuration").
-			s.event(msg.Event{Kind: "rejected", Server: i, Detail: "global state of another server list"})
+			if err == nil {
+				err = fmt.Errorf("leader: %d, sent by server %d", m.Global.Leader, i)
+			}
+			s.event(msg.Event{Kind: "rejected", Server: i, Detail: "global state: " + err.Error()})
 			return
 		}
 		if m.Term < s.term {
