@@ -61,6 +61,11 @@ type Config struct {
 	LeaderSilentTicks int // no answer from the leader this long: ask another server (default 6)
 }
 
+// Validate reports every invalid field of c, with its defaults filled
+// in, each error as "field: reason" (the field's name in the
+// configuration file, e.g. "retry_ticks"); c itself is not changed.
+func (c Config) Validate() error { return c.validate() }
+
 func (c *Config) validate() error {
 	def := func(p *int, v int) {
 		if *p == 0 {

@@ -24,6 +24,8 @@ package ftnconfig
 import (
 	"fmt"
 	"net/netip"
+	"slices"
+	"strings"
 	"time"
 
 	"tokenbed/agent/ca"
@@ -173,6 +175,7 @@ func (c *Config) validate() {
 	if c.Role == RoleServer && !self && c.Name != "" {
 		f.Errorf("$.servers", "%s is not in the list", c.Name)
 	}
+	c.validateTiming()
 	if w := c.Workload; w != nil {
 		if c.Role != RoleClient {
 			f.Errorf("$.workload", "only a client runs a workload")
@@ -190,6 +193,31 @@ func (c *Config) validate() {
 			f.Errorf("$.workload.hold", "must not be negative")
 		}
 	}
+}
+
+// validateTiming reports the server and client sections' errors at their
+// lines: the machines' own Validate judges the values (one rule, in one
+// place), and each of its errors names the field as this file spells it.
+func (c *Config) validateTiming() {
+	one := []msg.Peer{{Name: "s", Addr: netip.MustParseAddrPort("127.0.0.1:1")}}
+	s := c.Server
+	report := func(section string, err error, fields []string) {
+		if err == nil {
+			return
+		}
+		for _, line := range strings.Split(err.Error(), "\n") {
+			field, reason, _ := strings.Cut(line, ": ")
+			if slices.Contains(fields, field) {
+				c.file.Errorf("$."+section+"."+field, "%s", reason)
+			}
+		}
+	}
+	report("server", server.Config{Self: 0, Servers: one, Inc: 1, HeartbeatTicks: s.HeartbeatTicks, ElectionTicks: s.ElectionTicks,
+		LeaseTicks: s.LeaseTicks, ServerDownTicks: s.ServerDownTicks, ClientDownTicks: s.ClientDownTicks, RetryTicks: s.RetryTicks}.Validate(),
+		[]string{"heartbeat_ticks", "election_ticks", "lease_ticks", "server_down_ticks", "client_down_ticks", "retry_ticks"})
+	cl := c.Client
+	report("client", client.Config{Servers: one, HeartbeatTicks: cl.HeartbeatTicks, RetryTicks: cl.RetryTicks,
+		LeaderSilentTicks: cl.LeaderSilentTicks}.Validate(), []string{"heartbeat_ticks", "retry_ticks", "leader_silent_ticks"})
 }
 
 func (c *Config) peers() []msg.Peer {
