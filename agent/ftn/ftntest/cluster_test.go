@@ -154,6 +154,38 @@ func run(t *testing.T, d *datadriven.TestData, cp **Cluster) (string, error) {
 			return "", fmt.Errorf("replay: no %s sent from %s to %s", k, strArg(t, d, "from"), strArg(t, d, "to"))
 		}
 		return c.Trace(), nil
+	case "close":
+		j := c.ClientIndex(strArg(t, d, "c"))
+		if j < 0 {
+			return "", fmt.Errorf("c: no client %q", strArg(t, d, "c"))
+		}
+		c.ShowMsgs = true // the Close itself
+		c.Close(j)
+		return c.Trace(), nil
+	case "hold":
+		c.Hold(strArg(t, d, "from"), strArg(t, d, "to"))
+		return "ok", nil
+	case "deliver":
+		if c.Deliver(strArg(t, d, "from"), strArg(t, d, "to")) == 0 {
+			return "", fmt.Errorf("deliver: nothing held from %s to %s", strArg(t, d, "from"), strArg(t, d, "to"))
+		}
+		return c.Trace(), nil
+	case "drop":
+		k, ok := kindByName(strArg(t, d, "kind"))
+		if !ok {
+			return "", fmt.Errorf("kind: no message kind %q", strArg(t, d, "kind"))
+		}
+		c.Drop(strArg(t, d, "from"), strArg(t, d, "to"), k, intArg(t, d, "n", 1))
+		return "ok", nil
+	case "inject":
+		m, err := foreign(t, d)
+		if err != nil {
+			return "", err
+		}
+		if err := c.Inject(strArg(t, d, "from"), strArg(t, d, "to"), m); err != nil {
+			return "", err
+		}
+		return c.Trace(), nil
 	case "reregister":
 		j := c.ClientIndex(strArg(t, d, "c"))
 		if j < 0 {
@@ -198,6 +230,23 @@ func fences(log []eventlog.Event) (string, error) {
 		return "ok", nil
 	}
 	return "out of order:\n" + strings.Join(bad, "\n"), nil
+}
+
+// foreign builds the message of an inject command: kind=State or
+// HeartbeatAck carrying a global state of servers=N servers (all READY,
+// leader=L, version term=T<<32|1), as a server with another
+// configuration file would send.
+func foreign(t *testing.T, d *datadriven.TestData) (msg.Msg, error) {
+	k, ok := kindByName(strArg(t, d, "kind"))
+	if !ok || (k != msg.StateMsg && k != msg.HeartbeatAck) {
+		return msg.Msg{}, fmt.Errorf("kind: inject sends State or HeartbeatAck, not %q", strArg(t, d, "kind"))
+	}
+	term := uint64(intArg(t, d, "term", 9))
+	g := msg.Global{Term: term, Version: term<<32 | 1, Leader: intArg(t, d, "leader", 0)}
+	for range intArg(t, d, "servers", 3) {
+		g.Servers = append(g.Servers, msg.ServerState{State: msg.Ready, Inc: 1})
+	}
+	return msg.Msg{Kind: k, Term: term, Version: g.Version, Global: &g}, nil
 }
 
 func kindByName(s string) (msg.Kind, bool) {
