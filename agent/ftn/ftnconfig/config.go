@@ -18,7 +18,7 @@
 //	server: {heartbeat_ticks: 1, election_ticks: 10, lease_ticks: 6,
 //	         server_down_ticks: 10, client_down_ticks: 60, retry_ticks: 2}
 //	client: {heartbeat_ticks: 3, retry_ticks: 2, leader_silent_ticks: 6}
-//	workload: {names: 8, shared: 0.3, rate: 2, hold: 200ms, data: true}
+//	workload: {names: 8, shared: 0.3, rate: 2, hold: 200ms, data: true, shared_writes: false}
 package ftnconfig
 
 import (
@@ -76,6 +76,9 @@ type Workload struct {
 	Rate   float64       `yaml:"rate"` // acquisitions per second
 	Hold   time.Duration `yaml:"hold"`
 	Data   bool          `yaml:"data"`
+	// SharedWrites: shared holders write the data too (FCFS, 001
+	// "Token data"); otherwise only exclusive holders write.
+	SharedWrites bool `yaml:"shared_writes"`
 }
 
 // Config is one process's file.
@@ -274,7 +277,8 @@ func (c *Config) HostWith(creds *ca.Credentials, now time.Time) (*host.Host, err
 		}
 		hc.Client, hc.ClientConfig = cl, cc
 		if w := c.Workload; w != nil {
-			hc.Workload = &host.Workload{Names: w.Names, Shared: w.Shared, Rate: w.Rate * c.TimeScale, Hold: c.Scaled(w.Hold), Data: w.Data}
+			hc.Workload = &host.Workload{Names: w.Names, Shared: w.Shared, Rate: w.Rate * c.TimeScale, Hold: c.Scaled(w.Hold), Data: w.Data,
+				SharedWrites: w.SharedWrites}
 		}
 	}
 	return host.New(hc)
