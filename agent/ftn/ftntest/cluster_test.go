@@ -49,6 +49,9 @@ func strArg(t *testing.T, d *datadriven.TestData, key string) string {
 
 func run(t *testing.T, d *datadriven.TestData, cp **Cluster) (string, error) {
 	c := *cp
+	if out, ok, err := runNetwork(t, d, c); ok {
+		return out, err
+	}
 	switch d.Cmd {
 	case "cluster":
 		o := Options{Servers: intArg(t, d, "servers", 3), Clients: intArg(t, d, "clients", 2), Seed: uint64(intArg(t, d, "seed", 1))}
@@ -154,38 +157,6 @@ func run(t *testing.T, d *datadriven.TestData, cp **Cluster) (string, error) {
 			return "", fmt.Errorf("replay: no %s sent from %s to %s", k, strArg(t, d, "from"), strArg(t, d, "to"))
 		}
 		return c.Trace(), nil
-	case "close":
-		j := c.ClientIndex(strArg(t, d, "c"))
-		if j < 0 {
-			return "", fmt.Errorf("c: no client %q", strArg(t, d, "c"))
-		}
-		c.ShowMsgs = true // the Close itself
-		c.Close(j)
-		return c.Trace(), nil
-	case "hold":
-		c.Hold(strArg(t, d, "from"), strArg(t, d, "to"))
-		return "ok", nil
-	case "deliver":
-		if c.Deliver(strArg(t, d, "from"), strArg(t, d, "to")) == 0 {
-			return "", fmt.Errorf("deliver: nothing held from %s to %s", strArg(t, d, "from"), strArg(t, d, "to"))
-		}
-		return c.Trace(), nil
-	case "drop":
-		k, ok := kindByName(strArg(t, d, "kind"))
-		if !ok {
-			return "", fmt.Errorf("kind: no message kind %q", strArg(t, d, "kind"))
-		}
-		c.Drop(strArg(t, d, "from"), strArg(t, d, "to"), k, intArg(t, d, "n", 1))
-		return "ok", nil
-	case "inject":
-		m, err := foreign(t, d)
-		if err != nil {
-			return "", err
-		}
-		if err := c.Inject(strArg(t, d, "from"), strArg(t, d, "to"), m); err != nil {
-			return "", err
-		}
-		return c.Trace(), nil
 	case "reregister":
 		j := c.ClientIndex(strArg(t, d, "c"))
 		if j < 0 {
@@ -202,6 +173,47 @@ func run(t *testing.T, d *datadriven.TestData, cp **Cluster) (string, error) {
 		return fmt.Sprintf("sequence=%v owner=s%d", msg.Sequence(name, len(c.servers)), c.Owner(name)), nil
 	}
 	return "", fmt.Errorf("unknown command %q", d.Cmd)
+}
+
+// runNetwork runs the commands that act on the network and on a client's
+// closing: close, hold, deliver, drop, inject. ok is false for any other
+// command.
+func runNetwork(t *testing.T, d *datadriven.TestData, c *Cluster) (out string, ok bool, err error) {
+	switch d.Cmd {
+	case "close":
+		j := c.ClientIndex(strArg(t, d, "c"))
+		if j < 0 {
+			return "", true, fmt.Errorf("c: no client %q", strArg(t, d, "c"))
+		}
+		c.ShowMsgs = true // the Close itself
+		c.Close(j)
+		return c.Trace(), true, nil
+	case "hold":
+		c.Hold(strArg(t, d, "from"), strArg(t, d, "to"))
+		return "ok", true, nil
+	case "deliver":
+		if c.Deliver(strArg(t, d, "from"), strArg(t, d, "to")) == 0 {
+			return "", true, fmt.Errorf("deliver: nothing held from %s to %s", strArg(t, d, "from"), strArg(t, d, "to"))
+		}
+		return c.Trace(), true, nil
+	case "drop":
+		k, ok := kindByName(strArg(t, d, "kind"))
+		if !ok {
+			return "", true, fmt.Errorf("kind: no message kind %q", strArg(t, d, "kind"))
+		}
+		c.Drop(strArg(t, d, "from"), strArg(t, d, "to"), k, intArg(t, d, "n", 1))
+		return "ok", true, nil
+	case "inject":
+		m, err := foreign(t, d)
+		if err != nil {
+			return "", true, err
+		}
+		if err := c.Inject(strArg(t, d, "from"), strArg(t, d, "to"), m); err != nil {
+			return "", true, err
+		}
+		return c.Trace(), true, nil
+	}
+	return "", false, nil
 }
 
 // fences checks the fencing guarantee on the clients' histories:
