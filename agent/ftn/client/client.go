@@ -14,7 +14,9 @@
 // a newer global state (from a server's query, a heartbeat
 // acknowledgement or a registration) it recomputes the destination of
 // every outstanding operation and redirects it (001 "When a Server
-// Crashes").
+// Crashes"). A global state that does not fit its server list
+// (msg.Global.Check: another number of servers, 001 "Configuration") is
+// refused with a "rejected" event: its placement is not this client's.
 //
 // Registration and heartbeats stay on the tick grid (every RetryTicks
 // and every HeartbeatTicks from the client's start): they are periodic,
