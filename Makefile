@@ -175,7 +175,7 @@ wandering-compare: deps
 .PHONY: ftn
 ftn: build
 	$(GO) test -count=1 ./agent/ftn/... ./harness/protocol/ftn/...
-	$(GO) test -count=1 -v -run 'TestSimulatedRun|TestSwarm|TestLiteralHistories|TestBrokenServerCaught|TestAdmittedWindow' ./analysis/ftn
+	$(GO) test -count=1 -v -run 'TestSimulatedRun|TestSwarm|TestLiteralHistories|TestBrokenServerCaught|TestAdmittedWindow|TestSharedHolders|TestSimultaneousCrashes' ./analysis/ftn
 	for e in experiments/ftn-*.yaml; do ./$(BIN)/harness run --backend $(BACKEND) $(HARNESS_FLAGS) $$e || exit 1; done
 
 # The etcd anchor (docs/studies/ftn-etcd.md; studies/etcdbench): FTN (3
