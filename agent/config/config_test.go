@@ -188,3 +188,24 @@ func TestClock(t *testing.T) {
 		t.Errorf("drift -0.2: %v", err)
 	}
 }
+
+// agent_started carries the policy's own figures (circulation.Describer):
+// seed 004's k_load for the configured membership, the agent included,
+// and the clock when it is not the reference.
+func TestStartedDescribesPolicyAndClock(t *testing.T) {
+	c, err := Load(write(t, "name: A\nlisten: 10.0.0.1:7400\nca: ca.crt\ncredentials: .\nrole: wandering-004\n"+
+		"clock: {offset: 2s, drift: -1e-4}\npeers: [{name: B, addr: \"10.0.0.2:7400\"}, {name: C, addr: \"10.0.0.3:7400\"}]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := c.Validate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := r.Started("", 0).Detail
+	for _, want := range []string{"k_load=0.02 (Δop·N/Δmin, 004 §3; N=3)", "clock={offset:2s drift:-0.0001}"} {
+		if !strings.Contains(d, want) {
+			t.Errorf("agent_started detail %q lacks %q", d, want)
+		}
+	}
+}
