@@ -169,10 +169,7 @@ agents:
 schedule:
   - {action: lose-token, at: 0s, every: 5s, distribution: periodic}
 `)
-	impair := ImpairUserspace
-	if netem.CheckKernel(NewRunID()) == nil {
-		impair = ImpairKernel
-	}
+	impair := hostImpair()
 	dir, err := Run(t.Context(), Options{Experiment: e, ExperimentFile: path, ResultsRoot: t.TempDir(),
 		Backend: nsbackend.New(), Impair: impair, ImpairReason: "test", AgentBin: agentBin, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
@@ -201,4 +198,13 @@ schedule:
 	if n := lossesOfCause(t, dir, "lost-in-transit"); n != lost {
 		t.Errorf("analysis: %d losses lost-in-transit, want %d", n, lost)
 	}
+}
+
+// hostImpair is the impairment of a run on this host: kernel netem
+// where the kernel has it, else the userspace engine.
+func hostImpair() string {
+	if netem.CheckKernel(NewRunID()) == nil {
+		return ImpairKernel
+	}
+	return ImpairUserspace
 }
