@@ -11,11 +11,11 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"tokenbed/agent/clock"
 
 	"github.com/goccy/go-yaml"
 
 	"tokenbed/agent/circulation"
+	"tokenbed/agent/clock"
 	"tokenbed/agent/node"
 	"tokenbed/agent/passing"
 	"tokenbed/agent/resource"

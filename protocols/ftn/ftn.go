@@ -10,8 +10,8 @@ package ftn
 import (
 	"fmt"
 	"time"
-	"tokenbed/agent/clock"
 
+	"tokenbed/agent/clock"
 	"tokenbed/agent/eventlog"
 	"tokenbed/agent/ftn/ftnconfig"
 	"tokenbed/agent/ftn/ftnlog"
