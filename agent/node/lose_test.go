@@ -13,25 +13,9 @@ import (
 // receiver, nobody acquires it again, and the random walk's loss
 // detection regenerates (002 §3.2).
 func TestLoseNextPassLosesTheTokenInTransit(t *testing.T) {
-	s := newSim(t, 3)
-	s.addNode("A", rw(10*time.Millisecond, true), "B", "C")
-	s.addNode("B", rw(10*time.Millisecond, false), "A", "C")
-	s.addNode("C", rw(10*time.Millisecond, false), "A", "B")
+	s := threeNodes(t, 3)
 	s.run(s.now.Add(2 * time.Second))
-	var holder string
-	for name, n := range s.nodes {
-		if len(n.Held()) == 1 {
-			holder = name
-		}
-	}
-	for holder == "" { // the token is between two agents: step on
-		s.run(s.now.Add(time.Millisecond))
-		for name, n := range s.nodes {
-			if len(n.Held()) == 1 {
-				holder = name
-			}
-		}
-	}
+	holder := s.holder()
 	tok := s.nodes[holder].Held()[0].String()
 	s.nodes[holder].LoseNextPass()
 	before := len(s.events)

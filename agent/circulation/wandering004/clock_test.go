@@ -5,10 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"tokenbed/agent/circulation"
 	"tokenbed/agent/circulation/wandering/trace"
 	"tokenbed/agent/clock"
-	"tokenbed/agent/wire"
 )
 
 // TestLooseClockPrecedence is 004 §5.2's requirement on clocks: "the
@@ -23,11 +21,7 @@ import (
 // before tx and is kept (it becomes lasttoken), and tx, the token that
 // was not lost, is the one removed at its next visit.
 func TestLooseClockPrecedence(t *testing.T) {
-	ref := func(s float64) time.Time { return trace.T0.Add(time.Duration(s * float64(time.Second))) }
-	stamp := func(origin string, s clock.Skew, at float64) wire.TokenID {
-		return wire.TokenID{Gen: s.At(trace.T0).Local(ref(at)).UnixNano(), Origin: origin}
-	}
-	tx := stamp("x", clock.Skew{}, 0)
+	tx := trace.Stamp("x", clock.Skew{}, 0)
 	for _, tc := range []struct {
 		lag                  time.Duration
 		tgRemoved, txRemoved bool
@@ -35,24 +29,14 @@ func TestLooseClockPrecedence(t *testing.T) {
 		{60 * time.Second, true, false},   // a minute: small against Δmax
 		{1900 * time.Second, false, true}, // more than Δmax
 	} {
-		tg := stamp("y", clock.Skew{Offset: -tc.lag}, 1800)
+		tg := trace.Stamp("y", clock.Skew{Offset: -tc.lag}, 1800)
 		p := New(Config{Op: 4 * time.Second, Skip: time.Second, Min: 600 * time.Second})
-		p.Start(&trace.Host{Name: "a", Members: []string{"b", "c"}, R: rand.New(rand.NewPCG(1, 1))}, ref(0))
-		visit := func(at float64, tok wire.TokenID) bool {
-			for _, a := range p.Acquired(ref(at), tok, circulation.ByPass, "") {
-				if a.Kind == circulation.Discard {
-					return true
-				}
-			}
-			p.Tick(ref(at + 5))
-			p.Passed(ref(at+5), tok, "b")
-			return false
-		}
-		if visit(1900, tx) {
+		p.Start(&trace.Host{Name: "a", Members: []string{"b", "c"}, R: rand.New(rand.NewPCG(1, 1))}, trace.T0)
+		if trace.Visit(p, 1900, tx) {
 			t.Fatalf("lag %v: tx discarded at its first visit", tc.lag)
 		}
-		tgRemoved := visit(1910, tg)
-		txRemoved := visit(1920, tx)
+		tgRemoved := trace.Visit(p, 1910, tg)
+		txRemoved := trace.Visit(p, 1920, tx)
 		if tgRemoved != tc.tgRemoved || txRemoved != tc.txRemoved {
 			t.Errorf("y's clock %v behind: tg %v (%v after tx) removed %v, then tx removed %v; want %v, %v",
 				tc.lag, tg, time.Duration(tg.Gen-tx.Gen), tgRemoved, txRemoved, tc.tgRemoved, tc.txRemoved)
