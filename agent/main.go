@@ -335,7 +335,11 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "agent: operation:", err)
 		return exitUsage
 	}
-	d := &driver.Driver{Node: n, T: tr, Log: log, Op: op}
+	// SIGUSR1: lose the next token passed (a lose-token step, 003 §3).
+	lose := make(chan os.Signal, 1)
+	signal.Notify(lose, syscall.SIGUSR1)
+	defer signal.Stop(lose)
+	d := &driver.Driver{Node: n, T: tr, Log: log, Op: op, Clock: r.Clock, Lose: lose}
 	runErr := d.Run(ctx)
 	reason := "signal"
 	code := exitOK

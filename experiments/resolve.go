@@ -98,6 +98,9 @@ func (rv *resolver) agents() {
 	if len(f.Agents) < 2 {
 		yf.Errorf("$.agents", "need at least two agents, got %d", len(f.Agents))
 	}
+	if field, msg := (ClockSpec{}).over(f.Defaults.Clock).Problem(); field != "" {
+		yf.Errorf("$.defaults.clock."+field, "%s", msg)
+	}
 	for i, a := range f.Agents {
 		path := fmt.Sprintf("$.agents[%d]", i)
 		if msg := nameProblem(a.Name, e.Targets); msg != "" {
@@ -107,7 +110,10 @@ func (rv *resolver) agents() {
 		}
 		names[a.Name] = i
 		ag := Agent{Name: a.Name, Role: a.Role, Generate: a.Generate, Later: a.Later,
-			Config: strictyaml.Merge(f.Defaults.Agent, a.Config)}
+			Config: strictyaml.Merge(f.Defaults.Agent, a.Config), Clock: a.Clock.over(f.Defaults.Clock)}
+		if field, msg := ag.Clock.Problem(); field != "" && a.Clock.Drift != nil {
+			yf.Errorf(path+".clock."+field, "%s", msg) // the defaults' own is reported once, above
+		}
 		if ag.Role == "" {
 			ag.Role = f.Defaults.Role
 		}
@@ -223,6 +229,10 @@ func (rv *resolver) step(i int, s StepSpec, agentNames []string, rnd *rand.Rand)
 	if s.At < 0 || s.At > f.Duration {
 		yf.Errorf(path+".at", "%v is outside the run (0 to duration %v)", s.At, f.Duration)
 	}
+	if s.Action == ActLoseToken || s.Every != 0 || s.Distribution != "" {
+		rv.loseToken(i, path, s)
+		return
+	}
 	n := max(s.Count, 1)
 	if s.Count < 0 {
 		yf.Errorf(path+".count", "must not be negative")
@@ -312,7 +322,7 @@ func (rv *resolver) action(path string, s StepSpec, agentNames []string, st *Ste
 			yf.Errorf(path+".agent", "%q is not later: true, so it runs from the start and cannot join; set later: true on it (agents[%d]) to start it with this step", s.Agent, i)
 		}
 	default:
-		yf.Errorf(path+".action", "%q: actions are profile, outage, partition, crash, restart, join, leave", s.Action)
+		yf.Errorf(path+".action", "%q: actions are profile, outage, partition, crash, restart, join, leave, lose-token", s.Action)
 	}
 }
 

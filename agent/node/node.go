@@ -173,6 +173,7 @@ type Node struct {
 	peers    []string // dir's names, sorted; nil: to be computed (Peers)
 	replyTo  map[sessionKey]netip.AddrPort
 	lastGen  int64
+	loseNext bool // lose.go
 	nonce    uint64
 	lastHit  time.Time
 	gcAt     time.Time

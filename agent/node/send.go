@@ -22,6 +22,10 @@ func (n *Node) actions(now time.Time, acts []circulation.Action) {
 				n.actions(now, n.pol.PassFailed(now, a.Token, a.Peer))
 				continue
 			}
+			if n.loseNext {
+				n.loseInTransit(now, a)
+				continue
+			}
 			if err := n.ep.Pass(now, a.Token, a.Peer); err != nil {
 				n.event(eventlog.Event{Kind: eventlog.AgentNotice, Token: a.Token.String(), Reason: "policy_error", Detail: err.Error()})
 				continue

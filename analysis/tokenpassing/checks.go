@@ -128,11 +128,12 @@ type Loss struct {
 	// Cause: holder-crashed, holder-left, holder-died, crash-in-window;
 	// commit-rejected (delivered and rejected by the receiver, with the
 	// reasons), commit-delivered-not-acquired (captured arriving, neither
-	// acquired nor logged as rejected), commit-not-delivered; unexplained.
+	// acquired nor logged as rejected), commit-not-delivered;
+	// lost-in-transit (an injected loss, lose-token); unexplained.
 	Cause    string
 	Agent    string // the holder, or the receiver of the pass in flight
 	Session  uint64
-	Explains bool // a crash or leave of the holder (or partner, 002 §3.1) explains it
+	Explains bool // a crash or leave of the holder (or partner, 002 §3.1), or an injected loss, explains it
 	Detail   string
 }
 
@@ -194,6 +195,10 @@ func (h *history) losses(hs []hold, cf *captureFacts) []Loss {
 			continue
 		case "leave":
 			out = append(out, Loss{Token: tok, Mono: hd.to, Cause: "holder-left", Agent: hd.agent, Session: hd.session, Explains: true})
+			continue
+		case "lost_in_transit":
+			out = append(out, Loss{Token: tok, Mono: hd.to, Cause: "lost-in-transit", Agent: hd.agent, Session: hd.session, Explains: true,
+				Detail: "injected by a lose-token step (003 §3): the holder let its next pass lose the token"})
 			continue
 		}
 		p, ok := passes[tok]

@@ -201,7 +201,7 @@ func checkLoss(s *summary, h *history, hs []hold, cf *captureFacts, exp *experim
 	if !cf.present {
 		lost = "no capture to count datagrams lost by the network"
 	}
-	r.Detail = fmt.Sprintf("%d tokens held; %d token losses (%d explained by a crash of the holder, 002 §3.1); %d not, tolerated %d; %s",
+	r.Detail = fmt.Sprintf("%d tokens held; %d token losses (%d explained by a crash of the holder, 002 §3.1, or injected by lose-token); %d not, tolerated %d; %s",
 		len(tokens(hs)), len(losses), len(losses)-unexplained, unexplained, maxUnexplained, lost)
 	if firstBad != nil {
 		r.Detail += fmt.Sprintf("; first unexplained: %s %s: %s", firstBad.Token, firstBad.Cause, firstBad.Detail)

@@ -216,6 +216,9 @@ func (m *measuring) event(e eventlog.Event) {
 	if e.Kind == eventlog.TokenDiscarded {
 		s.how = "discarded"
 	}
+	if e.Kind == eventlog.TokenLost {
+		s.how = "lost" // lost in transit: a lose-token step
+	}
 }
 
 // end: operations still open at the end of the log.
@@ -251,7 +254,7 @@ func (m *measuring) finish() {
 		}
 		l := Life{Token: tok, From: s.from, To: s.to, How: s.how, Generated: true}
 		switch {
-		case l.How == "discarded":
+		case l.How == "discarded", l.How == "lost": // removed, or lost in transit (token_lost)
 		case m.lost[tok] > 0:
 			l.To, l.How = m.lost[tok], "lost"
 		case r.SpanS-s.to < 100: // seen in the last 100 s: a hold is at most Δop

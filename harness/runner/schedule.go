@@ -207,6 +207,10 @@ func (r *run) apply(ctx context.Context, s experiments.Step, rep int) ([]pending
 		if err := r.crash(s, rep); err != nil {
 			return nil, err
 		}
+	case experiments.ActLoseToken:
+		if err := r.loseToken(s, rep); err != nil {
+			return nil, err
+		}
 	case experiments.ActLeave:
 		for _, inst := range r.targets(s.Agent, rep) {
 			ar := r.agents[inst]
@@ -271,29 +275,13 @@ func (r *run) apply(ctx context.Context, s experiments.Step, rep int) ([]pending
 func (r *run) crash(s experiments.Step, rep int) error {
 	targets := r.targets(s.Agent, rep)
 	if r.isWord(s.Agent) && len(targets) == 0 {
-		// The token is between two agents (Move sent, Commit not yet
-		// received): in compressed time that is most of the wall time,
-		// since holds shrink and passes do not. The paper's crash is of
-		// a holder, so wait for the next acquisition.
-		start := r.clock.Now()
-		for deadline := start.Add(5 * time.Second); len(targets) == 0 && r.clock.Now().Before(deadline); {
-			if err := r.clock.Pause(time.Millisecond); err != nil {
-				return err
-			}
-			r.followLogs()
-			targets = r.targets(s.Agent, rep)
-		}
-		if len(targets) == 0 {
-			r.event(eventlog.Event{Kind: eventlog.HarnessNotice, Reason: "crash_skipped", Detail: fmt.Sprintf("schedule step %d: no agent of replica %d held a token for 5 s", s.Index, rep)})
-		} else {
-			r.event(eventlog.Event{Kind: eventlog.HarnessNotice, Peer: targets[0], Reason: "crash_waited", Detail: fmt.Sprintf("schedule step %d: waited %v for a holder", s.Index, r.clock.Now().Sub(start).Round(time.Microsecond))})
+		var err error
+		if targets, err = r.waitHolder(s, rep, "crash"); err != nil {
+			return err
 		}
 	}
 	for _, inst := range targets {
-		r.mu.Lock()
-		ar := r.agents[inst]
-		running := ar.running
-		r.mu.Unlock()
+		ar, running := r.running(inst)
 		if !running {
 			r.event(eventlog.Event{Kind: eventlog.HarnessNotice, Peer: inst, Reason: "crash_skipped", Detail: "agent not running"})
 			continue
@@ -311,6 +299,56 @@ func (r *run) crash(s experiments.Step, rep int) error {
 		if r.isWord(s.Agent) {
 			r.crashedHolder[rep] = inst
 		}
+	}
+	r.faults++
+	return nil
+}
+
+// waitHolder waits up to 5 s for an agent of replica rep to hold a token
+// and returns it, logging how long it waited or that none did (reason
+// what_waited, what_skipped). The token is between two agents (Move
+// sent, Commit not yet received): in compressed time that is most of the
+// wall time, since holds shrink and passes do not.
+func (r *run) waitHolder(s experiments.Step, rep int, what string) ([]string, error) {
+	start := r.clock.Now()
+	var targets []string
+	for deadline := start.Add(5 * time.Second); len(targets) == 0 && r.clock.Now().Before(deadline); {
+		if err := r.clock.Pause(time.Millisecond); err != nil {
+			return nil, err
+		}
+		r.followLogs()
+		targets = r.targets("holder", rep)
+	}
+	if len(targets) == 0 {
+		r.event(eventlog.Event{Kind: eventlog.HarnessNotice, Reason: what + "_skipped", Detail: fmt.Sprintf("schedule step %d: no agent of replica %d held a token for 5 s", s.Index, rep)})
+	} else {
+		r.event(eventlog.Event{Kind: eventlog.HarnessNotice, Peer: targets[0], Reason: what + "_waited", Detail: fmt.Sprintf("schedule step %d: waited %v for a holder", s.Index, r.clock.Now().Sub(start).Round(time.Microsecond))})
+	}
+	return targets, nil
+}
+
+// loseToken makes a holder of a token lose the next token it passes, in
+// transit (SIGUSR1: agent/node LoseNextPass). The harness logs
+// lose_token with the holder and what it holds; the agent logs
+// token_lost when the pass happens.
+func (r *run) loseToken(s experiments.Step, rep int) error {
+	targets := r.targets("holder", rep)
+	if len(targets) == 0 {
+		var err error
+		if targets, err = r.waitHolder(s, rep, "lose_token"); err != nil || len(targets) == 0 {
+			return err
+		}
+	}
+	inst := targets[0]
+	ar, running := r.running(inst)
+	if !running {
+		r.event(eventlog.Event{Kind: eventlog.HarnessNotice, Peer: inst, Reason: "lose_token_skipped", Detail: "agent not running"})
+		return nil
+	}
+	r.event(eventlog.Event{Kind: eventlog.HarnessNotice, Peer: inst, Reason: "lose_token", Token: r.heldBy(inst),
+		Detail: fmt.Sprintf("schedule step %d: %s loses the next token it passes", s.Index, inst)})
+	if err := ar.proc.Signal(syscall.SIGUSR1); err != nil {
+		return fmt.Errorf("lose-token %s: %w", inst, err)
 	}
 	r.faults++
 	return nil
@@ -397,6 +435,14 @@ func (r *run) targets(name string, rep int) []string {
 		return []string{inst}
 	}
 	return nil
+}
+
+// running returns inst's agent and whether it runs.
+func (r *run) running(inst string) (*agentRun, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ar := r.agents[inst]
+	return ar, ar.running
 }
 
 func (r *run) isRunning(inst string) bool {

@@ -230,11 +230,15 @@ func (p *simProc) Signal(s syscall.Signal) error {
 	if !p.w.Running(p.inst) {
 		return nil
 	}
-	p.sig = s
-	if s == syscall.SIGKILL {
+	switch s {
+	case syscall.SIGKILL:
+		p.sig = s
 		return p.w.Crash(p.inst)
+	case syscall.SIGTERM, syscall.SIGINT:
+		p.sig = s
+		return p.w.Stop(p.inst, s.String())
 	}
-	return p.w.Stop(p.inst, s.String())
+	return p.w.Signal(p.inst, s) // a signal the process handles and lives on
 }
 
 func (p *simProc) Wait() (int, syscall.Signal, error) {

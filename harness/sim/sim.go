@@ -286,6 +286,27 @@ func (w *World) Stop(name, reason string) error {
 	return nil
 }
 
+// Signaled is a Process that handles a signal other than SIGKILL and
+// SIGTERM, as the real process would (an agent: SIGUSR1, lose the next
+// token passed).
+type Signaled interface {
+	Signal(now time.Time, sig os.Signal) Output
+}
+
+// Signal delivers sig to host name's process now; a process that is not
+// Signaled refuses it.
+func (w *World) Signal(name string, sig os.Signal) error {
+	h := w.byName[name]
+	if h == nil || h.proc == nil {
+		return fmt.Errorf("sim: %s is not running", name)
+	}
+	p, ok := h.proc.(Signaled)
+	if !ok {
+		return fmt.Errorf("sim: %s does not handle %v", name, sig)
+	}
+	return w.carry(h, w.now, 0, p.Signal(w.now, sig))
+}
+
 func (w *World) end(h *host, sig os.Signal) {
 	h.proc = nil
 	h.life++

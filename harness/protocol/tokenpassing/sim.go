@@ -4,6 +4,8 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"net/netip"
+	"os"
+	"syscall"
 	"time"
 
 	"github.com/goccy/go-yaml"
@@ -21,6 +23,7 @@ import (
 )
 
 var (
+	_ sim.Signaled           = (*simAgent)(nil)
 	_ protocol.Simulated     = Protocol{}
 	_ protocol.SimConfigured = Protocol{}
 )
@@ -112,7 +115,8 @@ func simProcess(cfg string, c *config.Config, o protocol.Start, now time.Time) (
 		// from its seed as the agent seeds it: the same datagrams drop.
 		a.drop = driver.NewLossy(kept{}, r.DropRate, r.Seed)
 	}
-	return a, r.Log, nil
+	// The agent's clock (clock:), as agent/driver applies it.
+	return sim.Skewed(a, r.Clock), r.Log, nil
 }
 
 // simAgent is a node.Node as the simulator runs it: what agent/driver
@@ -184,6 +188,15 @@ func (a *simAgent) Deadline() (time.Time, bool) {
 		d, ok = sd, true
 	}
 	return d, ok
+}
+
+// Signal is the agent's SIGUSR1, the only other signal it handles: lose
+// the next token it passes (a lose-token step).
+func (a *simAgent) Signal(now time.Time, sig os.Signal) sim.Output {
+	if sig == syscall.SIGUSR1 {
+		a.n.LoseNextPass()
+	}
+	return a.out(now)
 }
 
 // Stop is the agent's SIGTERM: the driver stops the node with its
