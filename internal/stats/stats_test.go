@@ -170,3 +170,37 @@ func TestHolm(t *testing.T) {
 		t.Errorf("NaN p-value adjusted to %v", adj[3])
 	}
 }
+
+func TestKSSmallSamples(t *testing.T) {
+	a := []float64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}
+	if d, p := KSTest(a, a); d != 0 || p != 1 {
+		t.Errorf("identical samples: D %v p %v, want 0 and 1", d, p)
+	}
+	b := []float64{11, 12, 13, 14, 15, 16, 17, 18, 19, 20}
+	if d, p := KSTest(a, b); math.Abs(d-1) > 1e-12 || p > 1e-3 {
+		t.Errorf("disjoint samples: D %v p %v, want 1 and < 0.001", d, p)
+	}
+	c := []float64{6, 7, 8, 9, 10, 11, 12, 13, 14, 15}
+	near(t, "shifted by half", KS(a, c), 0.5, 1e-12)
+	// Ties across samples: the ECDFs step together.
+	near(t, "ties", KS([]float64{1, 1, 2}, []float64{1, 2, 2}), 1.0/3, 1e-12)
+	if q := Quantile(Sorted([]float64{99, 98, 97, 1, 2, 3, 4, 5, 6, 7}), 0.9); q != 98 {
+		t.Errorf("p90 = %v, want 98 (the 9th smallest)", q)
+	}
+}
+
+// The Kolmogorov distribution's tail at its tabulated critical values.
+func TestKolmogorovQ(t *testing.T) {
+	for _, c := range []struct{ l, q float64 }{{1.3581, 0.05}, {1.6276, 0.01}, {1.2239, 0.10}} {
+		near(t, "Q", kolmogorovQ(c.l), c.q, 2e-4)
+	}
+}
+
+func TestBinomialTwoSidedHalf(t *testing.T) {
+	for _, c := range []struct {
+		k, n int
+		p    float64
+	}{{0, 10, 2.0 / 1024}, {5, 10, 1}, {0, 0, 1}, {1, 11, 24.0 / 2048}, {3, 10, 2 * 176.0 / 1024}} {
+		near(t, "BinomialTwoSided", BinomialTwoSided(c.k, c.n, 0.5), c.p, 1e-9)
+	}
+}
