@@ -136,7 +136,7 @@ func QuantileTest(a, b []float64, q float64) float64 {
 	if disjoint(hi) {
 		return 2 * distuv.UnitNormal.Survival(hi)
 	}
-	for range 50 {
+	for range 30 { // 12/2³⁰: far finer than the ranks' steps
 		mid := (lo + hi) / 2
 		if disjoint(mid) {
 			lo = mid
