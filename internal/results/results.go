@@ -17,6 +17,7 @@
 //	logs/NAME.stderr    the agent process's standard error
 //	capture.pcapng      every agent interface, with harness annotations
 //	report.md, summary.json, junit.xml, plots/*.png, bundles/*   written by analysis
+//	samples.json        written by analysis: the samples behind the figures (name → values)
 package results
 
 import (
@@ -48,6 +49,7 @@ const (
 	ReportFile     = "report.md"
 	SummaryFile    = "summary.json"
 	JUnitFile      = "junit.xml"
+	SamplesFile    = "samples.json"
 	PlotsDir       = "plots"
 	BundlesDir     = "bundles"
 )
