@@ -98,4 +98,3 @@ func validCampaignID(s string) bool {
 	}
 	return s != "" && s[0] != '.' && len(s) <= 64
 }
-

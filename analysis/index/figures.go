@@ -19,9 +19,12 @@ var envelope = map[string]bool{
 	"requirements": true, "check_names": true, "notes": true,
 }
 
-// keyFields name an element of a list of objects in a figure's path
-// ("directions.A>B.latency.p99_s"), in the order they are tried.
-var keyFields = []string{"link", "agent", "name", "client", "server", "direction"}
+// keyFields name the field that names an element of a list of objects
+// in a figure's path ("directions.A>B.latency.p99_s"), by the list's
+// name; any list whose elements all have distinct "name"s is keyed by
+// them. An element's other fields (a token loss's agent) do not name it:
+// two losses by one agent would collide.
+var keyFields = map[string]string{"directions": "link", "agents": "agent"}
 
 // fromSummary adds summary.json's checks and figures to x, and its
 // identity where run.json did not give it. The file is read as JSON
@@ -110,9 +113,9 @@ func fromSummary(x *resultsdb.Indexed, sum map[string]json.RawMessage) error {
 }
 
 // flatten adds every number under v as a figure named by its path. A
-// statistics object ({"n": …, "p99_s": …}) gives its siblings their n; a
-// list of objects named by a key field gives one path per element, and
-// any other list its length (path.count). Token passing's direction
+// statistics object ({"n": …, "p99_s": …}) gives its siblings their n;
+// every list gives its length (path.count), and a list of objects named
+// by a key field (listKey) one path per element. Token passing's direction
 // objects carry the experiment's latency figures as "Paper" (nanoseconds),
 // which become the paper column of the rescaled figures they are judged
 // against.
@@ -140,9 +143,9 @@ func flatten(out *[]resultsdb.Figure, path string, v any, n int) {
 			}
 		}
 	case []any:
-		key := listKey(v)
+		*out = append(*out, resultsdb.Figure{Name: path + ".count", Value: resultsdb.Val(float64(len(v)))})
+		key := listKey(path, v)
 		if key == "" {
-			*out = append(*out, resultsdb.Figure{Name: path + ".count", Value: resultsdb.Val(float64(len(v)))})
 			return
 		}
 		for _, e := range v {
@@ -155,13 +158,18 @@ func flatten(out *[]resultsdb.Figure, path string, v any, n int) {
 	}
 }
 
-// listKey is the key field naming every element of list, "" when there is
-// none (or an element is not an object, or two share a name).
-func listKey(list []any) string {
+// listKey is the key field naming every element of the list at path, ""
+// when there is none (or an element is not an object, or two share a
+// name).
+func listKey(path string, list []any) string {
 	if len(list) == 0 {
 		return ""
 	}
-	for _, k := range keyFields {
+	cands := []string{"name"}
+	if k, ok := keyFields[path[strings.LastIndex(path, ".")+1:]]; ok {
+		cands = []string{k, "name"}
+	}
+	for _, k := range cands {
 		seen := map[string]bool{}
 		ok := true
 		for _, e := range list {

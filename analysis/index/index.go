@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 
 	"tokenbed/internal/results"
 	"tokenbed/internal/resultsdb"
@@ -153,6 +154,17 @@ func IndexCampaigns(root string, db *resultsdb.DB) (int, error) {
 	return n, nil
 }
 
+// killed reports whether a campaign recorded as running was killed: it
+// ran on this host and its process is gone. (A PID reused since reads as
+// alive: the campaign stays running until that process ends.)
+func killed(c results.CampaignInfo) bool {
+	host, _ := os.Hostname()
+	if c.PID <= 0 || c.Host != host {
+		return false
+	}
+	return errors.Is(syscall.Kill(c.PID, 0), syscall.ESRCH)
+}
+
 // IndexCampaign indexes the record of campaign id and its jobs.
 func IndexCampaign(root, id string, db *resultsdb.DB) error {
 	var c results.CampaignInfo
@@ -161,6 +173,14 @@ func IndexCampaign(root, id string, db *resultsdb.DB) error {
 	}
 	if c.ID == "" {
 		c.ID = id
+	}
+	if c.Status == resultsdb.CampaignRunning && killed(c) {
+		c.Status = resultsdb.CampaignInterrupted
+		for i := range c.Jobs {
+			if c.Jobs[i].Status == "running" {
+				c.Jobs[i].Status = "interrupted"
+			}
+		}
 	}
 	if err := db.UpsertCampaign(resultsdb.Campaign{ID: c.ID, File: c.File, Started: c.Started, Ended: c.Ended,
 		Status: c.Status, Revision: c.Revision, Host: c.Host}); err != nil {

@@ -52,6 +52,10 @@ func ReadRun(root, rel string) resultsdb.Indexed {
 			x.Samples = append(x.Samples, resultsdb.Sample{Name: name, Vals: samples[name]})
 		}
 	}
+	if x.Run.Status == "" {
+		// Neither run.json nor summary.json: killed before it started.
+		x.Run.Status = resultsdb.RunError
+	}
 	x.Run.Damaged = strings.Join(damage, "; ")
 	return x
 }
