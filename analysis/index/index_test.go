@@ -39,8 +39,8 @@ func TestRebuildLiteralRoot(t *testing.T) {
 	}
 	for _, c := range []struct {
 		id, status, damaged string
-		checks, minFigs int
-		samples         bool
+		checks, minFigs     int
+		samples             bool
 	}{
 		{"tbgood01", resultsdb.RunPass, "", 7, 30, true},
 		// Schema 1: verdicts from pass, failed latency fails the run.
