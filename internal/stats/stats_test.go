@@ -204,3 +204,13 @@ func TestBinomialTwoSidedHalf(t *testing.T) {
 		near(t, "BinomialTwoSided", BinomialTwoSided(c.k, c.n, 0.5), c.p, 1e-9)
 	}
 }
+
+// Disjoint samples give a tiny p-value, not 0: the tail comes from erfc.
+func TestQuantileTestTail(t *testing.T) {
+	a := sample(500, func() float64 { return 0 })
+	b := sample(500, func() float64 { return 1 })
+	if p := QuantileTest(a, b, 0.5); !(p > 0 && p < 1e-20) {
+		t.Errorf("p = %v, want in (0, 1e-20)", p)
+	}
+	near(t, "survival(12)", normalSurvival(12), 1.776482112077679e-33, 1e-45)
+}
