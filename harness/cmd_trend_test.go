@@ -106,6 +106,23 @@ func TestTrendPlantedSlowdown(t *testing.T) {
 		t.Errorf("%d figures flagged, want the 3 of %s", len(flagged), planted)
 	}
 
+	// The latest three nights alone: one night before the change is a
+	// baseline enough for the distribution and the p50 (the p99 of one
+	// night's 62 passes has no 99% upper bound: that needs 528 samples);
+	// the latest two alone (both slow) show no change.
+	for _, c := range []struct {
+		since string
+		code  int
+	}{{"3", exitFailed}, {"2", exitOK}} {
+		out.Reset()
+		if code := run([]string{"trend", "--db", dbPath, "--since", c.since, "--figure", planted}, &out, &errb); code != c.code {
+			t.Errorf("--since %s: exit %d, want %d:\n%s", c.since, code, c.code, out.String())
+		}
+		if c.code == exitFailed && strings.Count(out.String(), "since night09 (revision rev09)") != 2 {
+			t.Errorf("--since %s: the change is not named at night09 on the distribution and the p50:\n%s", c.since, out.String())
+		}
+	}
+
 	// Without the last two nights: nothing moves, exit 0.
 	out.Reset()
 	db, err = resultsdb.Open(dbPath)

@@ -93,7 +93,10 @@ type Options struct {
 	Alpha float64
 	// Window is the most baseline nights before a change (default 7).
 	Window int
-	// MinBaseline is the fewest (default 3).
+	// MinBaseline is the fewest (default 1: the tests are exact or
+	// asymptotic in the samples, not in the nights, so two nights can be
+	// compared; more nights make the "beyond every baseline night" rule
+	// stricter).
 	MinBaseline int
 	// Horizon is how many of the latest present nights are candidate
 	// change nights (default 7).
@@ -108,7 +111,7 @@ func (o Options) withDefaults() Options {
 		o.Window = 7
 	}
 	if o.MinBaseline == 0 {
-		o.MinBaseline = 3
+		o.MinBaseline = 1
 	}
 	if o.Horizon == 0 {
 		o.Horizon = 7

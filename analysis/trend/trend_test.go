@@ -133,7 +133,8 @@ func TestNoiseFalseFlagRate(t *testing.T) {
 // What cannot be judged says why, and never counts in Holm's family.
 func TestNotJudged(t *testing.T) {
 	ss := []Series{
-		{Figure: "short", Kind: Count, Nights: []Night{{Night: "n1", Events: 1}, {Night: "n2", Events: 9}}},
+		{Figure: "short", Kind: Count, Nights: []Night{{Night: "n1", Events: 1}}},
+		{Figure: "gap", Kind: Count, Nights: []Night{{Night: "n1", Missing: true}, {Night: "n2", Events: 9}}},
 		{Figure: "badq", Kind: Quantile, Q: 1.5, Nights: []Night{{Night: "n1", Samples: []float64{1}}}},
 		{Figure: "bogus", Kind: "mean", Nights: []Night{{Night: "n1"}}},
 		{Figure: "empty", Kind: Count},
@@ -143,4 +144,19 @@ func TestNotJudged(t *testing.T) {
 			t.Errorf("%s: judged %v moved %v note %q p %v", f.Figure, f.Judged, f.Moved, f.Note, f.P)
 		}
 	}
+}
+
+// Two nights are enough: the second with the latency 1 ms up is flagged
+// at its revision; two nights of noise are not.
+func TestTwoNights(t *testing.T) {
+	g := gen{rand.New(rand.NewPCG(105, 0))}
+	up := g.sampleSeries("j", "latency_s.A>B p50", Quantile, 0.5, 2, 150, latency(func(n int) float64 { return float64(n - 1) }))
+	same := g.sampleSeries("j", "latency_s.B>A p50", Quantile, 0.5, 2, 150, latency(flat))
+	dist := g.sampleSeries("j", "latency_s.B>A", Distribution, 0, 2, 150, latency(flat))
+	fs := Analyze([]Series{up, same, dist}, Options{})
+	check(t, "two nights", fs, []expect{
+		{Figure: "latency_s.A>B p50", Judged: true, Moved: true, Regression: true, SinceRevision: "r02", Before: "n01", NightsMoved: 1},
+		{Figure: "latency_s.B>A p50", Judged: true},
+		{Figure: "latency_s.B>A", Judged: true},
+	})
 }
