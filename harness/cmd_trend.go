@@ -29,6 +29,14 @@ func cmdTrend(args []string, stdout, stderr io.Writer) int {
 	window := fs.Int("window", 7, "most baseline nights before a change")
 	all := fs.Bool("all", false, "print every figure, not only those that moved or could not be judged")
 	asJSON := fs.Bool("json", false, "print the findings as JSON")
+	var scalars []string
+	fs.Func("scalar", "judge figures whose name contains this as one value a run (repeatable; e.g. paper_s_per_wall_s)", func(v string) error {
+		if v == "" {
+			return fmt.Errorf("empty name")
+		}
+		scalars = append(scalars, v)
+		return nil
+	})
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: harness trend [--db FILE] [--job J] [--figure F] [--since N]\n\n"+
 			"Compares each figure of the latest night with the previous nights of its job\n"+
@@ -62,7 +70,7 @@ func cmdTrend(args []string, stdout, stderr io.Writer) int {
 		return exitRunError
 	}
 	defer db.Close()
-	series, err := trend.Read(db, trend.Selection{Job: *job, Figure: *figure, Since: *since})
+	series, err := trend.Read(db, trend.Selection{Job: *job, Figure: *figure, Since: *since, Scalars: scalars})
 	if err != nil {
 		fmt.Fprintln(stderr, "harness trend:", err)
 		return exitRunError
