@@ -22,11 +22,12 @@ func TestHelpExitsZero(t *testing.T) {
 		{Args: []string{"preflight", "-h"}, Want: "harness preflight"},
 		{Args: []string{"clean", "-h"}, Want: "harness clean"},
 		{Args: []string{"swarm", "-h"}, Want: "harness swarm"},
+		{Args: []string{"trend", "-h"}, Want: "harness trend"},
 	})
 }
 
 func TestWrongFlagExitsTwo(t *testing.T) {
 	clitest.WrongFlagExitsTwo(t, "harness", run, [][]string{
-		{"run"}, {"analyze"}, {"compare"}, {"pcap"}, {"preflight"}, {"clean"}, {"swarm"},
+		{"run"}, {"analyze"}, {"compare"}, {"pcap"}, {"preflight"}, {"clean"}, {"swarm"}, {"trend"},
 	})
 }
