@@ -1,0 +1,199 @@
+package serve
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"tokenbed/analysis"
+	"tokenbed/experiments"
+	"tokenbed/harness/backend"
+	"tokenbed/harness/runner"
+	"tokenbed/harness/sim"
+	"tokenbed/internal/resultsdb"
+
+	// The protocol whose runs the fixtures hold, both halves.
+	_ "tokenbed/analysis/tokenpassing"
+	_ "tokenbed/harness/protocol/tokenpassing"
+)
+
+// night is one simulated run of the fixture: three agents for 300 paper
+// seconds, A–B on abProfile, the other links as three-agents.yaml;
+// failLatency adds a latency figure no run meets (A>B mean 1 ms), so its
+// latency check fails with a failure bundle.
+type night struct {
+	runID, campaign, job, revision string
+	seed                           int
+	abProfile                      string
+	failLatency                    bool
+	started                        time.Time
+}
+
+func (n night) experiment() string {
+	y := fmt.Sprintf(`name: three-agents
+seed: %d
+duration: 300s
+defaults:
+  profile: "delay 1ms"
+  agent:
+    randomwalk: {hold: 2s, regenerate_after: 10}
+    passing: {move_timeout: 300ms, ack_timeout: 300ms, commit_timeout: 300ms}
+agents:
+  - {name: A, generate: true}
+  - {name: B}
+  - {name: C}
+links:
+  - {between: [A, B], profile: %q}
+  - {between: [A, C], profile: "delay 60ms"}
+  - {between: [B, C], profile: "delay 60ms"}
+schedule:
+  - {action: outage, link: A-C, at: 120s, for: 2s}
+`, n.seed, n.abProfile)
+	if n.failLatency {
+		y += "checks:\n  latency:\n    - {link: \"A>B\", mean: 1ms, tolerance: 0.15}\n"
+	}
+	return y
+}
+
+// simRun runs n in the simulator under root and analyzes it, as
+// `harness run --backend sim` does; it returns the run directory.
+func simRun(t testing.TB, root string, n night) string {
+	t.Helper()
+	e, err := experiments.Parse(n.runID+".yaml", []byte(n.experiment()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Replicas, e.TimeScale, e.NetworkTimeScale = 1, 1, 1
+	be, err := backend.New(sim.Name, backend.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := runner.Run(t.Context(), runner.Options{Experiment: e, ExperimentFile: n.runID + ".yaml", ResultsRoot: root, RunID: n.runID,
+		Backend: be, Impair: runner.ImpairSim, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatalf("run %s: %v", n.runID, err)
+	}
+	if _, err := analysis.Analyze(dir); err != nil {
+		t.Fatalf("analyze %s: %v", dir, err)
+	}
+	return dir
+}
+
+// indexRun indexes the run directory dir into db, as a campaign's job:
+// its checks from summary.json and its pass latency per direction (mean
+// and median, in ms, with their sample count) as figures. It reads only what the run
+// wrote; the campaign, job, revision and start are the night's.
+func indexRun(t testing.TB, db *resultsdb.DB, root string, n night) {
+	t.Helper()
+	dir := filepath.Join(root, n.runID)
+	b, err := os.ReadFile(filepath.Join(dir, "summary.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum analysis.Summary
+	var figs struct {
+		Directions []struct {
+			Link    string `json:"link"`
+			Latency struct {
+				N    int     `json:"n"`
+				Mean float64 `json:"mean_s"`
+				P50  float64 `json:"p50_s"`
+			} `json:"latency"`
+		} `json:"directions"`
+	}
+	if err := json.Unmarshal(b, &sum); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &figs); err != nil {
+		t.Fatal(err)
+	}
+	x := resultsdb.Indexed{Run: resultsdb.Run{ID: n.runID, Campaign: n.campaign, Job: n.job, Experiment: sum.Experiment,
+		Protocol: "tokenpassing", Backend: sum.Backend, Revision: n.revision, Seed: sum.Seed, Kernel: sum.Kernel,
+		Started: n.started, Ended: n.started.Add(time.Second), Status: resultsdb.RunPass, Dir: n.runID}}
+	for _, name := range sum.Order() {
+		r := sum.Requirements[name]
+		v := string(r.Verdict)
+		if r.Verdict == analysis.VerdictNotJudged {
+			v = "not_judged"
+		}
+		if r.Verdict == analysis.VerdictFail {
+			x.Run.Status = resultsdb.RunFail
+		}
+		x.Checks = append(x.Checks, resultsdb.Check{Run: n.runID, Name: name, Verdict: v, Value: r.Value, Detail: r.Detail})
+	}
+	for _, d := range figs.Directions {
+		x.Figures = append(x.Figures,
+			resultsdb.Figure{Run: n.runID, Name: "latency " + d.Link + " mean", Unit: "ms", Value: resultsdb.Val(d.Latency.Mean * 1000), N: d.Latency.N},
+			resultsdb.Figure{Run: n.runID, Name: "latency " + d.Link + " p50", Unit: "ms", Value: resultsdb.Val(d.Latency.P50 * 1000), N: d.Latency.N})
+	}
+	if err := db.PutRun(x); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// fixture is a results root of real simulated nights, indexed.
+type fixture struct {
+	root   string
+	db     *resultsdb.DB
+	nights []night
+	failed night // the night's run whose latency check failed
+}
+
+// trendJob is the job whose figure the planted slowdown moves.
+const trendJob = "three-agents-sim"
+
+// newFixture simulates seven nights of the job trendJob, each with its
+// own seed and revision; from the fifth on, A–B's delay is 1 ms longer
+// (the planted slowdown, each pass crossing the link four times). The
+// last night also ran a job whose latency check fails.
+func newFixture(t testing.TB) *fixture {
+	t.Helper()
+	f := &fixture{root: t.TempDir()}
+	var err error
+	if f.db, err = resultsdb.Open(filepath.Join(f.root, "results.db")); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.db.Close() })
+	first := time.Date(2026, 11, 21, 2, 0, 0, 0, time.UTC)
+	for i := range 7 {
+		at := first.Add(time.Duration(i) * 24 * time.Hour)
+		c := resultsdb.Campaign{ID: fmt.Sprintf("night-%d", i+1), File: "experiments/nightly.yaml", Started: at,
+			Ended: at.Add(time.Hour), Status: resultsdb.CampaignPassed, Revision: fmt.Sprintf("rev%d%s", i+1, "abcdef0123456789"[i:i+6]), Host: "test"}
+		delay := "delay 5ms 1ms"
+		if i >= 4 {
+			delay = "delay 6ms 1ms"
+		}
+		n := night{runID: fmt.Sprintf("tb%06x", 0xa00+i), campaign: c.ID, job: trendJob, revision: c.Revision,
+			seed: 100 + i, abProfile: delay, started: at.Add(time.Minute)}
+		jobs := []night{n}
+		if i == 6 {
+			f.failed = night{runID: "tb0fa11d", campaign: c.ID, job: "latency-check", revision: c.Revision,
+				seed: 7, abProfile: "delay 5ms 1ms", failLatency: true, started: at.Add(2 * time.Minute)}
+			jobs = append(jobs, f.failed)
+			c.Status = resultsdb.CampaignFailed
+		}
+		if err := f.db.UpsertCampaign(c); err != nil {
+			t.Fatal(err)
+		}
+		for _, j := range jobs {
+			simRun(t, f.root, j)
+			indexRun(t, f.db, f.root, j)
+			status := "passed"
+			if j.failLatency {
+				status = "failed"
+			}
+			if err := f.db.UpsertJob(resultsdb.Job{Campaign: c.ID, Name: j.job, Kind: "experiment", Status: status,
+				Started: j.started, Ended: j.started.Add(time.Second), Seconds: 1}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		f.nights = append(f.nights, n)
+	}
+	return f
+}
+

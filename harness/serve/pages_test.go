@@ -1,0 +1,176 @@
+package serve
+
+import (
+	"io"
+	"net/http/httptest"
+	"regexp"
+	"strings"
+	"testing"
+
+	"tokenbed/internal/pcapread"
+	"tokenbed/internal/resultsdb"
+)
+
+// rangeTrend stands in for analysis/trend's test in these tests: it
+// flags the first night, after three at least, whose value lies outside
+// the range of every night before it by more than that range's width.
+// The browser shows what a Trend returns; the statistics are trend's,
+// tested there.
+func rangeTrend(ps []resultsdb.Point) ([]Move, error) {
+	for i := 3; i < len(ps); i++ {
+		lo, hi := ps[0].Value.V, ps[0].Value.V
+		for _, p := range ps[:i] {
+			lo, hi = min(lo, p.Value.V), max(hi, p.Value.V)
+		}
+		if v := ps[i].Value.V; v > hi+(hi-lo) || v < lo-(hi-lo) {
+			return []Move{{Run: ps[i].Run, Revision: ps[i].Revision, Detail: "outside the range of the nights before it"}}, nil
+		}
+	}
+	return nil, nil
+}
+
+func newServer(t testing.TB, f *fixture, trend Trend) *Server {
+	t.Helper()
+	s, err := New(Config{Results: f.root, DB: f.db, Trend: trend})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// page gets path and fails the test unless it answers 200.
+func page(t *testing.T, s *Server, path string) string {
+	t.Helper()
+	w := httptest.NewRecorder()
+	s.ServeHTTP(w, httptest.NewRequest("GET", path, nil))
+	if w.Code != 200 {
+		t.Fatalf("GET %s: %d\n%s", path, w.Code, w.Body.String())
+	}
+	if csp := w.Header().Get("Content-Security-Policy"); strings.HasSuffix(w.Header().Get("Content-Type"), "html; charset=utf-8") && strings.Contains(csp, "script") {
+		t.Fatalf("GET %s: the page's policy %q allows a script", path, csp)
+	}
+	return w.Body.String()
+}
+
+// runIDs are the run links of a page, in order.
+func runIDs(body string) []string {
+	var ids []string
+	for _, m := range regexp.MustCompile(`<a href="/runs/(tb[0-9a-f]{6})">`).FindAllStringSubmatch(body, -1) {
+		ids = append(ids, m[1])
+	}
+	return ids
+}
+
+// TestPages walks the pages over seven simulated nights: the index and
+// its filters, a campaign, the failed run with its failure bundle and
+// decoded slice, a figure's trend with the planted slowdown marked at
+// the night it started, and two runs side by side.
+func TestPages(t *testing.T) {
+	f := newFixture(t)
+	s := newServer(t, f, rangeTrend)
+
+	all := page(t, s, "/")
+	if got := runIDs(all); len(got) != 8 || got[0] != f.failed.runID {
+		t.Errorf("index lists runs %v, want the 8 runs newest first (%s)", got, f.failed.runID)
+	}
+	if got := runIDs(page(t, s, "/?verdict=fail")); len(got) != 1 || got[0] != f.failed.runID {
+		t.Errorf("verdict=fail lists %v, want only %s", got, f.failed.runID)
+	}
+	if got := runIDs(page(t, s, "/?revision=rev3&backend=sim&experiment=three-agents")); len(got) != 1 || got[0] != f.nights[2].runID {
+		t.Errorf("revision=rev3 lists %v, want only %s", got, f.nights[2].runID)
+	}
+	if got := runIDs(page(t, s, "/?backend=netns")); len(got) != 0 {
+		t.Errorf("backend=netns lists %v, want none", got)
+	}
+
+	camp := page(t, s, "/campaigns/night-7")
+	if got := runIDs(camp); len(got) != 2 || !strings.Contains(camp, `<td class="failed">failed</td>`) {
+		t.Errorf("campaign night-7: runs %v and no failed job in\n%s", got, camp)
+	}
+
+	run := page(t, s, "/runs/"+f.failed.runID)
+	for _, want := range []string{
+		`<td>latency</td><td class="fail">fail</td>`,
+		`href="/runs/` + f.failed.runID + `/bundles/latency-1"`,
+		`<img src="/runs/` + f.failed.runID + `/files/plots/latency_cdf.png"`,
+		`href="/figures/latency%20A%3EB%20p50?job=latency-check"`,
+	} {
+		if !strings.Contains(run, want) {
+			t.Errorf("run page lacks %s", want)
+		}
+	}
+	png := page(t, s, "/runs/"+f.failed.runID+"/files/plots/latency_cdf.png")
+	if !strings.HasPrefix(png, "\x89PNG") {
+		t.Errorf("the plot is not served as the PNG the analysis wrote")
+	}
+
+	bundle := page(t, s, "/runs/"+f.failed.runID+"/bundles/latency-1")
+	// The decoded slice is pcaptimeline's: token sections with their
+	// Move, Ack and Commit lines.
+	for _, want := range []string{"latency failed: A&gt;B", "Move", "Commit", `href="/runs/` + f.failed.runID + `/files/bundles/latency-1/slice.pcapng?download=1"`} {
+		if !strings.Contains(bundle, want) {
+			t.Errorf("bundle page lacks %q", want)
+		}
+	}
+	w := httptest.NewRecorder()
+	s.ServeHTTP(w, httptest.NewRequest("GET", "/runs/"+f.failed.runID+"/files/bundles/latency-1/slice.pcapng?download=1", nil))
+	rd, err := pcapread.NewReader(w.Body)
+	if err != nil {
+		t.Fatalf("the slice served does not open as a capture: %v", err)
+	}
+	packets := 0
+	for {
+		if _, err := rd.Next(); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatalf("the slice served: %v", err)
+		}
+		packets++
+	}
+	if packets == 0 {
+		t.Errorf("the slice served holds no packet")
+	}
+
+	fig := page(t, s, "/figures/latency%20A%3EB%20p50?job="+trendJob)
+	marked := regexp.MustCompile(`<tr class="regression"><td><a href="/runs/(tb[0-9a-f]{6})">`).FindAllStringSubmatch(fig, -1)
+	if len(marked) != 1 || marked[0][1] != f.nights[4].runID {
+		t.Errorf("figure page marks %v, want the fifth night's run %s only", marked, f.nights[4].runID)
+	}
+	if !strings.Contains(fig, "revision <code>"+f.nights[4].revision+"</code>") {
+		t.Errorf("figure page does not name the revision %s that moved it", f.nights[4].revision)
+	}
+	if got := runIDs(fig); len(got) < 7 {
+		t.Errorf("figure page lists %d runs, want the 7 nights", len(got))
+	}
+
+	// Without a trend test the page shows the series and says so.
+	plain := page(t, newServer(t, f, nil), "/figures/latency%20A%3EB%20p50?job="+trendJob)
+	if strings.Contains(plain, `class="regression"`) || !strings.Contains(plain, "No trend test is wired") {
+		t.Errorf("figure page without a trend test marks a move or does not say it has none")
+	}
+
+	cmp := page(t, s, "/compare?a="+f.nights[0].runID+"&b="+f.nights[4].runID)
+	for _, want := range []string{"A&gt;B latency p50", "A&gt;B latency p99", "FAIL", `id="verdict"`} {
+		if !strings.Contains(cmp, want) {
+			t.Errorf("compare page lacks %q", want)
+		}
+	}
+}
+
+// TestPagesRefuse: unknown runs, campaigns, figures and bundles are 404,
+// a compare without two runs a 400.
+func TestPagesRefuse(t *testing.T) {
+	s, _ := hostileRoot(t)
+	for path, want := range map[string]int{
+		"/runs/tbffffff":                     404,
+		"/campaigns/none":                    404,
+		"/figures/nothing":                   404,
+		"/compare?a=tb000001":                400,
+		"/runs/tb000001/bundles/latency-404": 404,
+	} {
+		if code, body := get(t, s, path); code != want {
+			t.Errorf("GET %s: %d, want %d (%s)", path, code, want, body)
+		}
+	}
+}
