@@ -196,4 +196,3 @@ func newFixture(t testing.TB) *fixture {
 	}
 	return f
 }
-
