@@ -113,7 +113,7 @@ func indexRun(t testing.TB, db *resultsdb.DB, root string, n night) {
 		t.Fatal(err)
 	}
 	x := resultsdb.Indexed{Run: resultsdb.Run{ID: n.runID, Campaign: n.campaign, Job: n.job, Experiment: sum.Experiment,
-		Protocol: "tokenpassing", Backend: sum.Backend, Revision: n.revision, Seed: sum.Seed, Kernel: sum.Kernel,
+		Protocol: "tokenpassing", Backend: sum.Backend, Revision: n.revision, Seed: sum.Seed, Kernel: sum.Kernel, Host: "testhost", Cores: 2,
 		Started: n.started, Ended: n.started.Add(time.Second), Status: resultsdb.RunPass, Dir: n.runID}}
 	for _, name := range sum.Order() {
 		r := sum.Requirements[name]
