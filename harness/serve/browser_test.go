@@ -8,7 +8,6 @@ import (
 	"image/color/palette"
 	"image/draw"
 	"image/png"
-	"io"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -19,7 +18,6 @@ import (
 	"github.com/chromedp/cdproto/browser"
 	"github.com/chromedp/chromedp"
 
-	"tokenbed/internal/pcapread"
 	"tokenbed/internal/testenv"
 )
 
@@ -165,21 +163,9 @@ func TestBrowser(t *testing.T) {
 		if !bytes.Equal(got, want) {
 			t.Fatalf("downloaded %d bytes, the slice has %d", len(got), len(want))
 		}
-		rd, err := pcapread.NewReader(bytes.NewReader(got))
-		if err != nil {
-			t.Fatalf("the downloaded slice does not parse: %v", err)
-		}
-		packets := 0
-		for {
-			if _, err := rd.Next(); err == io.EOF {
-				break
-			} else if err != nil {
-				t.Fatalf("the downloaded slice: %v", err)
-			}
-			packets++
-		}
-		if packets == 0 || rd.NInterfaces() == 0 {
-			t.Errorf("the downloaded slice holds %d packets on %d interfaces", packets, rd.NInterfaces())
+		packets, ifaces := readCapture(t, "the downloaded slice", bytes.NewReader(got))
+		if packets == 0 || ifaces == 0 {
+			t.Errorf("the downloaded slice holds %d packets on %d interfaces", packets, ifaces)
 		}
 	})
 

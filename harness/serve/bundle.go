@@ -3,7 +3,6 @@ package serve
 import (
 	"bytes"
 	"database/sql"
-	"errors"
 	"io"
 	"net/http"
 	"path"
@@ -80,11 +79,9 @@ func (s *Server) bundle(w http.ResponseWriter, r *http.Request) {
 // readText reads up to bundleText bytes of rel in the run directory.
 func (s *Server) readText(dir, rel string) (string, error) {
 	f, err := s.open(dir, rel)
-	if err != nil {
-		var he *httpError
-		if errors.As(err, &he) && he.status == http.StatusNotFound {
-			return "", nil
-		}
+	if isNotFound(err) {
+		return "", nil
+	} else if err != nil {
 		return "", err
 	}
 	defer f.Close()

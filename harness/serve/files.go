@@ -50,8 +50,7 @@ func (s *Server) open(dir, rel string) (*os.File, error) {
 // missing directory is empty.
 func (s *Server) listDir(dir, rel string) ([]fs.DirEntry, error) {
 	f, err := s.open(dir, rel)
-	var he *httpError
-	if errors.As(err, &he) && he.status == http.StatusNotFound {
+	if isNotFound(err) {
 		return nil, nil
 	}
 	if err != nil {
@@ -107,4 +106,10 @@ func (s *Server) file(w http.ResponseWriter, r *http.Request) {
 		h.Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": run.ID + "-" + strings.ReplaceAll(rel, "/", "-")}))
 	}
 	http.ServeContent(w, r, "", st.ModTime(), f)
+}
+
+// isNotFound reports whether err is a 404.
+func isNotFound(err error) bool {
+	var he *httpError
+	return errors.As(err, &he) && he.status == http.StatusNotFound
 }

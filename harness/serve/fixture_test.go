@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -22,10 +23,10 @@ import (
 	_ "tokenbed/harness/protocol/tokenpassing"
 )
 
-// night is one simulated run of the fixture: three agents for 300 paper
-// seconds, A–B on abProfile, the other links as three-agents.yaml;
-// failLatency adds a latency figure no run meets (A>B mean 1 ms), so its
-// latency check fails with a failure bundle.
+// night is one simulated run of the fixture: experiments/three-agents.yaml
+// with its own seed and A–B on abProfile; failLatency adds a latency
+// figure no run meets (A>B mean 1 ms), so its latency check fails with a
+// failure bundle.
 type night struct {
 	runID, campaign, job, revision string
 	seed                           int
@@ -34,26 +35,22 @@ type night struct {
 	started                        time.Time
 }
 
-func (n night) experiment() string {
-	y := fmt.Sprintf(`name: three-agents
-seed: %d
-duration: 300s
-defaults:
-  profile: "delay 1ms"
-  agent:
-    randomwalk: {hold: 2s, regenerate_after: 10}
-    passing: {move_timeout: 300ms, ack_timeout: 300ms, commit_timeout: 300ms}
-agents:
-  - {name: A, generate: true}
-  - {name: B}
-  - {name: C}
-links:
-  - {between: [A, B], profile: %q}
-  - {between: [A, C], profile: "delay 60ms"}
-  - {between: [B, C], profile: "delay 60ms"}
-schedule:
-  - {action: outage, link: A-C, at: 120s, for: 2s}
-`, n.seed, n.abProfile)
+// experiment is three-agents.yaml as the night changes it.
+func (n night) experiment(t testing.TB) string {
+	b, err := os.ReadFile("../../experiments/three-agents.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	y := string(b)
+	for old, repl := range map[string]string{
+		"seed: 7\n": fmt.Sprintf("seed: %d\n", n.seed),
+		`{between: [A, B], profile: "delay 5ms"}`: fmt.Sprintf("{between: [A, B], profile: %q}", n.abProfile),
+	} {
+		if !strings.Contains(y, old) {
+			t.Fatalf("experiments/three-agents.yaml has no %q to change", old)
+		}
+		y = strings.Replace(y, old, repl, 1)
+	}
 	if n.failLatency {
 		y += "checks:\n  latency:\n    - {link: \"A>B\", mean: 1ms, tolerance: 0.15}\n"
 	}
@@ -64,7 +61,7 @@ schedule:
 // `harness run --backend sim` does; it returns the run directory.
 func simRun(t testing.TB, root string, n night) string {
 	t.Helper()
-	e, err := experiments.Parse(n.runID+".yaml", []byte(n.experiment()))
+	e, err := experiments.Parse(n.runID+".yaml", []byte(n.experiment(t)))
 	if err != nil {
 		t.Fatal(err)
 	}

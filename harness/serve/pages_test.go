@@ -115,20 +115,7 @@ func TestPages(t *testing.T) {
 	}
 	w := httptest.NewRecorder()
 	s.ServeHTTP(w, httptest.NewRequest("GET", "/runs/"+f.failed.runID+"/files/bundles/latency-1/slice.pcapng?download=1", nil))
-	rd, err := pcapread.NewReader(w.Body)
-	if err != nil {
-		t.Fatalf("the slice served does not open as a capture: %v", err)
-	}
-	packets := 0
-	for {
-		if _, err := rd.Next(); err == io.EOF {
-			break
-		} else if err != nil {
-			t.Fatalf("the slice served: %v", err)
-		}
-		packets++
-	}
-	if packets == 0 {
+	if packets, _ := readCapture(t, "the slice served", w.Body); packets == 0 {
 		t.Errorf("the slice served holds no packet")
 	}
 
@@ -173,4 +160,23 @@ func TestPagesRefuse(t *testing.T) {
 			t.Errorf("GET %s: %d, want %d (%s)", path, code, want, body)
 		}
 	}
+}
+
+// readCapture reads a whole capture through internal/pcapread and
+// returns its packets and interfaces, failing t if it does not parse.
+func readCapture(t *testing.T, what string, r io.Reader) (packets, interfaces int) {
+	t.Helper()
+	rd, err := pcapread.NewReader(r)
+	if err != nil {
+		t.Fatalf("%s does not open as a capture: %v", what, err)
+	}
+	for {
+		if _, err := rd.Next(); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		packets++
+	}
+	return packets, rd.NInterfaces()
 }
