@@ -73,8 +73,11 @@ func hostileRoot(t *testing.T) (*Server, string) {
 		"tb00000d": "tb000001/../../results/tb000001",
 		"tb00000e": "tb00000e", // a link out
 	} {
+		// A figure whose name holds a slash and a space, as a path
+		// into summary.json may.
+		fig := []resultsdb.Figure{{Run: id, Name: "ftn/leader failover p99", Value: resultsdb.Val(1.5), Unit: "s"}}
 		if err := db.PutRun(resultsdb.Indexed{Run: resultsdb.Run{ID: id, Experiment: "three-agents", Backend: "sim",
-			Status: resultsdb.RunFail, Started: at, Dir: dir}}); err != nil {
+			Status: resultsdb.RunFail, Started: at, Dir: dir}, Figures: fig}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -3,6 +3,7 @@ package serve
 import (
 	"io"
 	"net/http/httptest"
+	"net/url"
 	"regexp"
 	"strings"
 	"testing"
@@ -146,7 +147,8 @@ func TestPages(t *testing.T) {
 }
 
 // TestPagesRefuse: unknown runs, campaigns, figures and bundles are 404,
-// a compare without two runs a 400.
+// a compare without two runs a 400; a figure whose name holds a slash is
+// found.
 func TestPagesRefuse(t *testing.T) {
 	s, _ := hostileRoot(t)
 	for path, want := range map[string]int{
@@ -155,6 +157,7 @@ func TestPagesRefuse(t *testing.T) {
 		"/figures/nothing":                   404,
 		"/compare?a=tb000001":                400,
 		"/runs/tb000001/bundles/latency-404": 404,
+		"/figures/" + url.PathEscape("ftn/leader failover p99") + "?experiment=three-agents": 200,
 	} {
 		if code, body := get(t, s, path); code != want {
 			t.Errorf("GET %s: %d, want %d (%s)", path, code, want, body)
