@@ -33,11 +33,15 @@ func newBrowser(t *testing.T) context.Context {
 	if os.Geteuid() == 0 {
 		opts = append(opts, chromedp.NoSandbox)
 	}
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	// The browser lives at most three minutes: a Chromium that hangs at
+	// start fails the test instead of holding it to go test's timeout.
+	life, cancelLife := context.WithTimeout(context.Background(), 3*time.Minute)
+	actx, cancelAlloc := chromedp.NewExecAllocator(life, opts...)
 	ctx, cancelBrowser := chromedp.NewContext(actx)
 	t.Cleanup(func() {
 		cancelBrowser()
 		cancelAlloc() // kills the browser and waits for it
+		cancelLife()
 	})
 	// Start it now, with no deadline (a deadline on the first action
 	// would bound the browser's life), so that one that cannot start

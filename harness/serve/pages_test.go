@@ -101,6 +101,9 @@ func TestPages(t *testing.T) {
 			t.Errorf("run page lacks %s", want)
 		}
 	}
+	if last := page(t, s, "/runs/"+f.nights[6].runID); !strings.Contains(last, `href="/compare?a=`+f.nights[5].runID+`&amp;b=`+f.nights[6].runID+`"`) {
+		t.Errorf("the last night's run page does not offer the night before it side by side")
+	}
 	png := page(t, s, "/runs/"+f.failed.runID+"/files/plots/latency_cdf.png")
 	if !strings.HasPrefix(png, "\x89PNG") {
 		t.Errorf("the plot is not served as the PNG the analysis wrote")
