@@ -2,15 +2,12 @@ package serve
 
 import (
 	"bytes"
-	"database/sql"
 	"io"
 	"net/http"
 	"path"
 
 	"tokenbed/analysis/pcaptimeline"
 )
-
-var errNoRows = sql.ErrNoRows
 
 // bundleText bounds what the page shows of a bundle's text files: the
 // whole file stays a link away.

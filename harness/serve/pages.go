@@ -2,6 +2,7 @@ package serve
 
 import (
 	"bytes"
+	"database/sql"
 	"embed"
 	"errors"
 	"fmt"
@@ -122,7 +123,7 @@ type campaignPage struct {
 func (s *Server) campaign(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	c, err := s.db.CampaignByID(id)
-	if isNoRows(err) {
+	if errors.Is(err, sql.ErrNoRows) {
 		err = notFound("no campaign %q in the results database", id)
 	}
 	p := campaignPage{Campaign: c}
@@ -202,5 +203,3 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 	}
 	s.render(w, r, "run", "run "+run.ID, p)
 }
-
-func isNoRows(err error) bool { return err != nil && errors.Is(err, errNoRows) }
