@@ -10,7 +10,7 @@ export CGO_ENABLED := 0
 GOFLAGS_BUILD := -trimpath -buildvcs=auto
 BACKEND   ?= netns
 
-.PHONY: all deps build test test-unit vet fmt-check fuzz bench bench-sim validate-netem validate-sim demo endurance endurance-smoke endurance-replica nightly index clean clean-host image wandering wandering-full wandering-compare wandering-real
+.PHONY: all deps build test test-unit vet fmt-check fuzz bench bench-sim validate-netem validate-sim demo endurance endurance-smoke endurance-replica nightly index trend clean clean-host image wandering wandering-full wandering-compare wandering-real
 
 all: build
 
@@ -136,6 +136,11 @@ nightly: build
 # Rebuild results/results.db from the results directories.
 index: build
 	./$(BIN)/harness index
+
+# Each figure of the latest night against the previous nights (exit 1 on a
+# regression): docs/reference/harness-trend.md.
+trend: build
+	./$(BIN)/harness trend
 
 # Seed 003 with 150, 300 and 360 real agent processes (docs/studies/scale.md,
 # "Hundreds of real agents"), about 10 minutes each: each run's report,

@@ -58,7 +58,7 @@ func ReadSamples(dir string) (*Samples, error) {
 	c.dir = dir
 	r := plugin(c.protocol()).Samples
 	if r == nil {
-		return nil, fmt.Errorf("%s: protocol %q: no samples reader registered (link its analysis half in by the binary's aggregator file, as harness/plugins.go does)", results.RunFile, c.protocol())
+		return nil, fmt.Errorf("%s: protocol %q: no samples reader registered (link its plug-in, plugins/NAME, in by the binary's aggregator file, as harness/plugins.go does)", results.RunFile, c.protocol())
 	}
 	return r(c)
 }

@@ -25,11 +25,12 @@ func TestHelpExitsZero(t *testing.T) {
 		{Args: []string{"campaign", "-h"}, Want: "harness campaign run"},
 		{Args: []string{"campaign", "run", "-h"}, Want: "harness campaign run"},
 		{Args: []string{"index", "-h"}, Want: "harness index"},
+		{Args: []string{"trend", "-h"}, Want: "harness trend"},
 	})
 }
 
 func TestWrongFlagExitsTwo(t *testing.T) {
 	clitest.WrongFlagExitsTwo(t, "harness", run, [][]string{
-		{"run"}, {"analyze"}, {"compare"}, {"pcap"}, {"preflight"}, {"clean"}, {"swarm"}, {"campaign", "run"}, {"index"},
+		{"run"}, {"analyze"}, {"compare"}, {"pcap"}, {"preflight"}, {"clean"}, {"swarm"}, {"campaign", "run"}, {"index"}, {"trend"},
 	})
 }
