@@ -18,10 +18,6 @@ import (
 	"tokenbed/internal/resultsdb"
 )
 
-// trendTest is the trend test the browser's figure pages mark moves
-// with; nil until analysis/trend's is wired in.
-var trendTest serve.Trend
-
 // cmdServe serves the results browser (harness/serve) until interrupted.
 func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer, log *slog.Logger) int {
 	fs := flag.NewFlagSet("harness serve", flag.ContinueOnError)
@@ -53,7 +49,7 @@ func cmdServe(ctx context.Context, args []string, stdout, stderr io.Writer, log 
 		return exitUsage
 	}
 	defer db.Close()
-	s, err := serve.New(serve.Config{Results: *results, DB: db, Trend: trendTest, Log: log})
+	s, err := serve.New(serve.Config{Results: *results, DB: db, Log: log})
 	if err != nil {
 		fmt.Fprintf(stderr, "harness serve: --results: %v\n", err)
 		return exitUsage

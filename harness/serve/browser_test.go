@@ -18,6 +18,7 @@ import (
 	"github.com/chromedp/cdproto/browser"
 	"github.com/chromedp/chromedp"
 
+	"tokenbed/internal/resultsdb"
 	"tokenbed/internal/testenv"
 )
 
@@ -81,7 +82,7 @@ func value[T any](t *testing.T, ctx context.Context, what string, a chromedp.Act
 func TestBrowser(t *testing.T) {
 	ctx := newBrowser(t)
 	f := newFixture(t)
-	srv := httptest.NewServer(newServer(t, f, rangeTrend))
+	srv := httptest.NewServer(newServer(t, f))
 	t.Cleanup(srv.Close)
 
 	t.Run("campaign to failure bundle", func(t *testing.T) {
@@ -112,13 +113,13 @@ func TestBrowser(t *testing.T) {
 	t.Run("trend with the planted slowdown", func(t *testing.T) {
 		step(t, ctx, "open a night's run and follow its figure's trend",
 			chromedp.Navigate(srv.URL+"/runs/"+f.nights[6].runID),
-			chromedp.Click(`//table[@id="figures"]//tr[td[1]="latency A>B p50"]//a`),
+			chromedp.Click(`//table[@id="samples"]//a[.="latency_s.A>B p50"]`),
 			chromedp.WaitVisible(chromedp.CSS(`#series`)))
-		marked := value(t, ctx, "read the marked row", chromedp.Text(chromedp.CSS(`tr.regression`)))
+		marked := value(t, ctx, "read the marked row", chromedp.Text(chromedp.CSS(`tr.moved`)))
 		// The mark must show, not only be in the markup.
 		bg := value(t, ctx, "read the row's colour",
-			chromedp.Evaluate[string](`getComputedStyle(document.querySelector("tr.regression td")).backgroundColor`))
-		circles := value(t, ctx, "count the red points", chromedp.Evaluate[int](`document.querySelectorAll("svg circle.regression").length`))
+			chromedp.Evaluate[string](`getComputedStyle(document.querySelector("tr.moved td")).backgroundColor`))
+		circles := value(t, ctx, "count the red points", chromedp.Evaluate[int](`document.querySelectorAll("svg circle.moved").length`))
 		n := f.nights[4]
 		if !strings.Contains(marked, n.runID) || !strings.Contains(marked, "moved: revision "+n.revision) {
 			t.Errorf("the marked row is %q, want the fifth night %s moved at %s", marked, n.runID, n.revision)
@@ -185,7 +186,7 @@ func shoot(t *testing.T, ctx context.Context, base string, f *fixture, dir strin
 		"serve-campaign": "/campaigns/night-7",
 		"serve-run":      "/runs/" + f.failed.runID,
 		"serve-bundle":   "/runs/" + f.failed.runID + "/bundles/latency-1",
-		"serve-trend":    "/figures/latency%20A%3EB%20p50?job=" + trendJob,
+		"serve-trend":    figureURL("latency_s.A>B p50", resultsdb.Run{Job: trendJob}),
 		"serve-compare":  "/compare?a=" + f.nights[3].runID + "&b=" + f.nights[4].runID,
 	} {
 		step(t, ctx, "open "+path, chromedp.Navigate(base+path))

@@ -1,7 +1,6 @@
 package serve
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"tokenbed/analysis"
+	"tokenbed/analysis/index"
 	"tokenbed/experiments"
 	"tokenbed/harness/backend"
 	"tokenbed/harness/runner"
@@ -19,8 +19,7 @@ import (
 	"tokenbed/internal/resultsdb"
 
 	// The protocol whose runs the fixtures hold, both halves.
-	_ "tokenbed/analysis/tokenpassing"
-	_ "tokenbed/harness/protocol/tokenpassing"
+	_ "tokenbed/plugins/tokenpassing"
 )
 
 // night is one simulated run of the fixture: experiments/three-agents.yaml
@@ -81,53 +80,21 @@ func simRun(t testing.TB, root string, n night) string {
 	return dir
 }
 
-// indexRun indexes the run directory dir into db, as a campaign's job:
-// its checks from summary.json and its pass latency per direction (mean
-// and median, in ms, with their sample count) as figures. It reads only what the run
-// wrote; the campaign, job, revision and start are the night's.
+// indexRun indexes the run as `harness index` does (analysis/index),
+// then files it as the night's job: the campaign, job, revision and
+// start are the night's (the runs were made in one test, from one
+// tree).
 func indexRun(t testing.TB, db *resultsdb.DB, root string, n night) {
 	t.Helper()
-	dir := filepath.Join(root, n.runID)
-	b, err := os.ReadFile(filepath.Join(dir, "summary.json"))
+	x, err := index.IndexRun(root, n.runID, db)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var sum analysis.Summary
-	var figs struct {
-		Directions []struct {
-			Link    string `json:"link"`
-			Latency struct {
-				N    int     `json:"n"`
-				Mean float64 `json:"mean_s"`
-				P50  float64 `json:"p50_s"`
-			} `json:"latency"`
-		} `json:"directions"`
+	if x.Run.Damaged != "" {
+		t.Fatalf("%s indexed as damaged: %s", n.runID, x.Run.Damaged)
 	}
-	if err := json.Unmarshal(b, &sum); err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(b, &figs); err != nil {
-		t.Fatal(err)
-	}
-	x := resultsdb.Indexed{Run: resultsdb.Run{ID: n.runID, Campaign: n.campaign, Job: n.job, Experiment: sum.Experiment,
-		Protocol: "tokenpassing", Backend: sum.Backend, Revision: n.revision, Seed: sum.Seed, Kernel: sum.Kernel, Host: "testhost", Cores: 2,
-		Started: n.started, Ended: n.started.Add(time.Second), Status: resultsdb.RunPass, Dir: n.runID}}
-	for _, name := range sum.Order() {
-		r := sum.Requirements[name]
-		v := string(r.Verdict)
-		if r.Verdict == analysis.VerdictNotJudged {
-			v = "not_judged"
-		}
-		if r.Verdict == analysis.VerdictFail {
-			x.Run.Status = resultsdb.RunFail
-		}
-		x.Checks = append(x.Checks, resultsdb.Check{Run: n.runID, Name: name, Verdict: v, Value: r.Value, Detail: r.Detail})
-	}
-	for _, d := range figs.Directions {
-		x.Figures = append(x.Figures,
-			resultsdb.Figure{Run: n.runID, Name: "latency " + d.Link + " mean", Unit: "ms", Value: resultsdb.Val(d.Latency.Mean * 1000), N: d.Latency.N},
-			resultsdb.Figure{Run: n.runID, Name: "latency " + d.Link + " p50", Unit: "ms", Value: resultsdb.Val(d.Latency.P50 * 1000), N: d.Latency.N})
-	}
+	x.Run.Campaign, x.Run.Job, x.Run.Revision, x.Run.Dirty = n.campaign, n.job, n.revision, false
+	x.Run.Started, x.Run.Ended = n.started, n.started.Add(time.Second)
 	if err := db.PutRun(x); err != nil {
 		t.Fatal(err)
 	}

@@ -148,6 +148,15 @@ type runPage struct {
 	Bundles  []string // bundle names
 	Files    []string // the run directory's top-level files
 	Previous string   // the run of the same job or experiment before this one
+	// Samples are the run's stored samples, each with the trend series
+	// it gives (its distribution and quantiles), for a run of a job.
+	Samples []sampleLinks
+}
+
+// sampleLinks is one stored sample and its trend series' names.
+type sampleLinks struct {
+	Name    string
+	Figures []string
 }
 
 func (s *Server) run(w http.ResponseWriter, r *http.Request) {
@@ -161,6 +170,13 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 		if p.Figures, err = s.db.Figures(run.ID); err == nil {
 			p.Previous, err = s.db.PreviousRun(run)
 		}
+	}
+	var names []string
+	if err == nil && run.Job != "" {
+		names, err = s.db.SampleNames(run.ID)
+	}
+	for _, n := range names {
+		p.Samples = append(p.Samples, sampleLinks{Name: n, Figures: sampleFigures(n)})
 	}
 	if err != nil {
 		s.fail(w, r, err)

@@ -12,27 +12,9 @@ import (
 	"tokenbed/internal/resultsdb"
 )
 
-// rangeTrend stands in for analysis/trend's test in these tests: it
-// flags the first night, after three at least, whose value lies outside
-// the range of every night before it by more than that range's width.
-// The browser shows what a Trend returns; the statistics are trend's,
-// tested there.
-func rangeTrend(ps []resultsdb.Point) ([]Move, error) {
-	for i := 3; i < len(ps); i++ {
-		lo, hi := ps[0].Value.V, ps[0].Value.V
-		for _, p := range ps[:i] {
-			lo, hi = min(lo, p.Value.V), max(hi, p.Value.V)
-		}
-		if v := ps[i].Value.V; v > hi+(hi-lo) || v < lo-(hi-lo) {
-			return []Move{{Run: ps[i].Run, Revision: ps[i].Revision, Detail: "outside the range of the nights before it"}}, nil
-		}
-	}
-	return nil, nil
-}
-
-func newServer(t testing.TB, f *fixture, trend Trend) *Server {
+func newServer(t testing.TB, f *fixture) *Server {
 	t.Helper()
-	s, err := New(Config{Results: f.root, DB: f.db, Trend: trend})
+	s, err := New(Config{Results: f.root, DB: f.db})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +51,7 @@ func runIDs(body string) []string {
 // the night it started, and two runs side by side.
 func TestPages(t *testing.T) {
 	f := newFixture(t)
-	s := newServer(t, f, rangeTrend)
+	s := newServer(t, f)
 
 	all := page(t, s, "/")
 	if got := runIDs(all); len(got) != 8 || got[0] != f.failed.runID {
@@ -95,7 +77,7 @@ func TestPages(t *testing.T) {
 		`<td>latency</td><td class="fail">fail</td>`,
 		`href="/runs/` + f.failed.runID + `/bundles/latency-1"`,
 		`<img src="/runs/` + f.failed.runID + `/files/plots/latency_cdf.png"`,
-		`href="/figures/latency%20A%3EB%20p50?job=latency-check"`,
+		`href="/figures/latency_s.A%3EB%20p50?job=latency-check"`,
 	} {
 		if !strings.Contains(run, want) {
 			t.Errorf("run page lacks %s", want)
@@ -123,22 +105,29 @@ func TestPages(t *testing.T) {
 		t.Errorf("the slice served holds no packet")
 	}
 
-	fig := page(t, s, "/figures/latency%20A%3EB%20p50?job="+trendJob)
-	marked := regexp.MustCompile(`<tr class="regression"><td><a href="/runs/(tb[0-9a-f]{6})">`).FindAllStringSubmatch(fig, -1)
-	if len(marked) != 1 || marked[0][1] != f.nights[4].runID {
+	// The planted slowdown, judged by analysis/trend as harness trend
+	// --job judges it: marked at the fifth night, with its revision.
+	fig := page(t, s, figureURL("latency_s.A>B p50", resultsdb.Run{Job: trendJob}))
+	marked := regexp.MustCompile(`<tr class="moved"><td>(night-\d)</td><td><a href="/runs/(tb[0-9a-f]{6})">`).FindAllStringSubmatch(fig, -1)
+	if len(marked) != 1 || marked[0][2] != f.nights[4].runID {
 		t.Errorf("figure page marks %v, want the fifth night's run %s only", marked, f.nights[4].runID)
 	}
-	if !strings.Contains(fig, "revision <code>"+f.nights[4].revision+"</code>") {
-		t.Errorf("figure page does not name the revision %s that moved it", f.nights[4].revision)
+	if !strings.Contains(fig, "Regression") || !strings.Contains(fig, "revision <code>"+f.nights[4].revision+"</code>") {
+		t.Errorf("figure page does not call it a regression from revision %s", f.nights[4].revision)
 	}
-	if got := runIDs(fig); len(got) < 7 {
+	if got := runIDs(fig); len(got) != 7 {
 		t.Errorf("figure page lists %d runs, want the 7 nights", len(got))
 	}
-
-	// Without a trend test the page shows the series and says so.
-	plain := page(t, newServer(t, f, nil), "/figures/latency%20A%3EB%20p50?job="+trendJob)
-	if strings.Contains(plain, `class="regression"`) || !strings.Contains(plain, "No trend test is wired") {
-		t.Errorf("figure page without a trend test marks a move or does not say it has none")
+	// The links the slowdown did not touch are not flagged.
+	for _, name := range []string{"latency_s.B>C p50", "latency_s.A>C p50", "latency_s.C>B"} {
+		if other := page(t, s, figureURL(name, resultsdb.Run{Job: trendJob})); strings.Contains(other, `class="moved"`) || !strings.Contains(other, "No move") {
+			t.Errorf("%s: flagged, or not judged", name)
+		}
+	}
+	// A figure of one value a night is shown, unmarked, and says why.
+	one := page(t, s, figureURL("wall_seconds", resultsdb.Run{Job: trendJob}))
+	if strings.Contains(one, `class="moved"`) || !strings.Contains(one, "One value a night") || len(runIDs(one)) != 7 {
+		t.Errorf("wall_seconds: marked, or not said to be unjudged, or not 7 nights")
 	}
 
 	cmp := page(t, s, "/compare?a="+f.nights[0].runID+"&b="+f.nights[4].runID)
@@ -186,3 +175,4 @@ func readCapture(t *testing.T, what string, r io.Reader) (packets, interfaces in
 	}
 	return packets, rd.NInterfaces()
 }
+

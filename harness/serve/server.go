@@ -19,9 +19,6 @@ type Config struct {
 	Results string
 	// DB is the results database indexing Results.
 	DB *resultsdb.DB
-	// Trend judges a figure's series; nil: the figure pages show the
-	// series without marks, and say that no test is wired.
-	Trend Trend
 	// Log receives one line per failed request; nil: discarded.
 	Log *slog.Logger
 }
@@ -30,7 +27,6 @@ type Config struct {
 type Server struct {
 	db    *resultsdb.DB
 	root  *os.Root
-	trend Trend
 	log   *slog.Logger
 	pages map[string]*template.Template
 	mux   *http.ServeMux
@@ -51,7 +47,7 @@ func New(c Config) (*Server, error) {
 		root.Close()
 		return nil, err
 	}
-	s := &Server{db: c.DB, root: root, trend: c.Trend, log: c.Log, pages: pages, mux: http.NewServeMux()}
+	s := &Server{db: c.DB, root: root, log: c.Log, pages: pages, mux: http.NewServeMux()}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}

@@ -5,88 +5,145 @@ import (
 	"math"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 
+	"tokenbed/analysis/trend"
 	"tokenbed/internal/resultsdb"
 )
 
-// Trend judges one figure's series, oldest night first, and returns the
-// moves it finds. The statistics are analysis/trend's (`harness trend`):
-// the harness wires its test in; the browser only shows what it says.
-type Trend func(series []resultsdb.Point) ([]Move, error)
-
-// Move is a night at which a figure moved.
-type Move struct {
-	Run      string // the first run after the move
-	Revision string // the revision that run ran: the first after which the figure moved
-	Detail   string // the test, its statistic and its level
-}
-
-// figurePoint is one night of a figure's page.
+// figurePoint is one night (or run) of a figure's page.
 type figurePoint struct {
-	resultsdb.Point
-	Move  *Move
-	X, Y  float64 // in the chart's SVG coordinates
-	Shown string  // the value, formatted
+	Night, Run, Revision string
+	Value                float64
+	Has                  bool
+	Shown                string // the value, formatted
+	N                    int    // samples or events behind it
+	Mark                 string // the change's first night: "moved" (a regression) or "improved"; "after": the nights since a regression
+	X, Y                 float64
 }
 
 // figurePage is one figure across nights.
 type figurePage struct {
-	Name, Unit string
-	Filter     resultsdb.RunFilter
-	Points     []figurePoint
-	Moves      []Move
-	Wired      bool
-	TrendErr   string
-	Chart      chart
+	Name, Job, Unit string
+	Filter          resultsdb.RunFilter
+	Points          []figurePoint
+	// Judged: the series is analysis/trend's (samples or a count), with
+	// its finding; otherwise a figure with one value a night, unmarked.
+	Judged  bool
+	Finding trend.Finding
+	Command string // the harness trend command that judges the same family
+	Chart   chart
 }
 
 // chart is the series drawn as an inline SVG: no script.
 type chart struct {
-	W, H       float64
-	Line       string // polyline points
-	Lo, Hi     string // the axis' ends, formatted
-	First, Max int
+	W, H   float64
+	Line   string // polyline points
+	Lo, Hi string // the axis' ends, formatted
 }
 
 const chartW, chartH, chartPad = 720.0, 200.0, 12.0
 
-// figure serves one figure's trend across nights: the runs the query's
-// job, experiment and backend select.
+// figure serves one figure across nights. A series harness trend judges
+// (a job's samples, as distribution and quantiles, and its counts) is
+// read and judged as `harness trend --job J` does, over the same family
+// of figures, and the night from which it moved is marked with its
+// revision. Any other figure (one value a night) is shown unmarked, from
+// the figures table.
 func (s *Server) figure(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	p := figurePage{Name: r.PathValue("name"), Wired: s.trend != nil,
+	p := figurePage{Name: r.PathValue("name"), Job: q.Get("job"),
 		Filter: resultsdb.RunFilter{Job: q.Get("job"), Experiment: q.Get("experiment"), Backend: q.Get("backend")}}
-	series, err := s.db.Series(p.Filter, p.Name)
+	var err error
+	if p.Job != "" {
+		err = s.judged(&p)
+	}
+	if err == nil && !p.Judged {
+		err = s.unjudged(&p)
+	}
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	if len(series) == 0 {
-		s.fail(w, r, notFound("no run has a figure %q%s", p.Name, describeFilter(p.Filter)))
-		return
+	p.Chart = plot(p.Points)
+	s.render(w, r, "figure", p.Name, p)
+}
+
+// judged fills p from the trend series of p.Job named p.Name, if any.
+func (s *Server) judged(p *figurePage) error {
+	series, err := trend.Read(s.db, trend.Selection{Job: p.Job})
+	if err != nil {
+		return err
 	}
-	byRun := map[string]*Move{}
-	if s.trend != nil {
-		if p.Moves, err = s.trend(series); err != nil {
-			p.TrendErr = err.Error()
+	i := -1
+	for k := range series {
+		if series[k].Figure == p.Name {
+			i = k
 		}
-		for i := range p.Moves {
-			byRun[p.Moves[i].Run] = &p.Moves[i]
+	}
+	if i < 0 {
+		return nil
+	}
+	p.Judged, p.Command = true, "harness trend --job "+p.Job+" --all"
+	p.Finding = trend.Analyze(series, trend.Options{})[i]
+	sr := series[i]
+	p.Unit = sr.Unit
+	vals, err := sr.Values()
+	if err != nil {
+		return err
+	}
+	// The change's first night is marked moved (a regression) or
+	// improved; the nights since a regression, after.
+	first, since := "improved", ""
+	if p.Finding.Regression {
+		first, since = "moved", "after"
+	}
+	mark := ""
+	for k, n := range sr.Nights {
+		pt := figurePoint{Night: n.Night, Run: n.Run, Revision: n.Revision, Value: vals[k], Has: !math.IsNaN(vals[k]), Shown: "(none)",
+			N: len(n.Samples)}
+		if sr.Kind == trend.Count {
+			pt.N = n.Events
 		}
+		if p.Finding.Moved && n.Night == p.Finding.Since {
+			mark = first
+		} else if mark != "" {
+			mark = since
+		}
+		pt.Mark = mark
+		if pt.Has {
+			pt.Shown = fmt.Sprintf("%.6g", pt.Value)
+		}
+		p.Points = append(p.Points, pt)
+	}
+	return nil
+}
+
+// unjudged fills p from the figures table: one value per run, unmarked.
+func (s *Server) unjudged(p *figurePage) error {
+	series, err := s.db.Series(p.Filter, p.Name)
+	if err != nil {
+		return err
+	}
+	if len(series) == 0 {
+		return notFound("no run has a figure %q%s", p.Name, describeFilter(p.Filter))
 	}
 	for _, pt := range series {
 		if p.Unit == "" {
 			p.Unit = pt.Unit
 		}
-		fp := figurePoint{Point: pt, Move: byRun[pt.Run], Shown: "(none)"}
-		if pt.Value.Valid {
-			fp.Shown = fmt.Sprintf("%.6g", pt.Value.V)
+		fp := figurePoint{Night: pt.Campaign, Run: pt.Run, Revision: pt.Revision, Value: pt.Value.V, Has: pt.Value.Valid,
+			Shown: "(none)", N: pt.N}
+		if pt.Dirty {
+			fp.Revision += "-dirty"
+		}
+		if fp.Has {
+			fp.Shown = fmt.Sprintf("%.6g", fp.Value)
 		}
 		p.Points = append(p.Points, fp)
 	}
-	p.Chart = plot(p.Points)
-	s.render(w, r, "figure", p.Name, p)
+	return nil
 }
 
 // plot places the points on the chart: x by night, y by value.
@@ -94,8 +151,8 @@ func plot(ps []figurePoint) chart {
 	c := chart{W: chartW, H: chartH}
 	lo, hi := math.Inf(1), math.Inf(-1)
 	for _, p := range ps {
-		if p.Value.Valid {
-			lo, hi = min(lo, p.Value.V), max(hi, p.Value.V)
+		if p.Has {
+			lo, hi = min(lo, p.Value), max(hi, p.Value)
 		}
 	}
 	if math.IsInf(lo, 0) {
@@ -112,10 +169,10 @@ func plot(ps []figurePoint) chart {
 			x += float64(i) * (chartW - 2*chartPad) / float64(len(ps)-1)
 		}
 		ps[i].X = x
-		if !ps[i].Value.Valid {
+		if !ps[i].Has {
 			continue
 		}
-		ps[i].Y = chartH - chartPad - (ps[i].Value.V-lo)/(hi-lo)*(chartH-2*chartPad)
+		ps[i].Y = chartH - chartPad - (ps[i].Value-lo)/(hi-lo)*(chartH-2*chartPad)
 		line = append(line, fmt.Sprintf("%.1f,%.1f", x, ps[i].Y))
 	}
 	c.Line = strings.Join(line, " ")
@@ -136,8 +193,8 @@ func describeFilter(f resultsdb.RunFilter) string {
 	return " among the runs of " + strings.Join(parts, ", ")
 }
 
-// figureURL is the trend page of figure name among the runs like run:
-// the same job in a campaign, or the same experiment and backend.
+// figureURL is the page of figure name among the runs like run: the same
+// job in a campaign, or the same experiment and backend.
 func figureURL(name string, run resultsdb.Run) string {
 	q := url.Values{}
 	if run.Job != "" {
@@ -147,4 +204,14 @@ func figureURL(name string, run resultsdb.Run) string {
 		q.Set("backend", run.Backend)
 	}
 	return "/figures/" + url.PathEscape(name) + "?" + q.Encode()
+}
+
+// sampleFigures are the trend series a stored sample gives (as
+// analysis/trend.Read names them): its distribution and its quantiles.
+func sampleFigures(sample string) []string {
+	out := []string{sample}
+	for _, q := range trend.SampleQuantiles {
+		out = append(out, sample+" p"+strconv.FormatFloat(q*100, 'f', -1, 64))
+	}
+	return out
 }
