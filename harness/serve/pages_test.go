@@ -175,4 +175,3 @@ func readCapture(t *testing.T, what string, r io.Reader) (packets, interfaces in
 	}
 	return packets, rd.NInterfaces()
 }
-
