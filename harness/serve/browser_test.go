@@ -110,6 +110,20 @@ func TestBrowser(t *testing.T) {
 		}
 	})
 
+	t.Run("filter the runs by verdict", func(t *testing.T) {
+		step(t, ctx, "choose verdict fail and filter",
+			chromedp.Navigate(srv.URL+"/"),
+			chromedp.SetValue(chromedp.CSS(`select[name="verdict"]`), "fail"),
+			chromedp.Click(chromedp.CSS(`form.filters button`)),
+			chromedp.WaitVisible(chromedp.CSS(`#runs`)))
+		loc := value(t, ctx, "read the location", chromedp.Location())
+		rows := value(t, ctx, "count the runs listed", chromedp.Evaluate[int](`document.querySelectorAll("#runs tr td:first-child a").length`))
+		first := value(t, ctx, "read the run listed", chromedp.Text(chromedp.CSS(`#runs tr td:first-child a`)))
+		if !strings.Contains(loc, "verdict=fail") || rows != 1 || first != f.failed.runID {
+			t.Errorf("at %s, %d runs listed, the first %s; want only %s", loc, rows, first, f.failed.runID)
+		}
+	})
+
 	t.Run("trend with the planted slowdown", func(t *testing.T) {
 		step(t, ctx, "open a night's run and follow its figure's trend",
 			chromedp.Navigate(srv.URL+"/runs/"+f.nights[6].runID),
