@@ -11,7 +11,7 @@
 //	/runs/ID                       one run: checks, figures beside the paper's, plots, failure bundles, files
 //	/runs/ID/bundles/NAME          one failure bundle: its README, the decoded capture slice (analysis/pcaptimeline), its events
 //	/runs/ID/files/PATH            a file of the run's directory (?download=1: as an attachment)
-//	/figures/NAME?job=J            one figure across nights, with the moves the trend test found
+//	/figures/NAME?job=J            one figure across nights, judged by analysis/trend as `harness trend --job J` judges it
 //	/compare?a=ID&b=ID             two runs side by side (analysis/crossval, as `harness compare`)
 //
 // # Confinement
