@@ -83,6 +83,11 @@ func TestPages(t *testing.T) {
 			t.Errorf("run page lacks %s", want)
 		}
 	}
+	// The paper's figure beside the run's: the experiment's A>B mean
+	// (1 ms), which the run missed.
+	if !regexp.MustCompile(`<tr><td>directions.A&gt;B.rescaled_mean_s</td><td class="num">0.02[0-9]*</td><td>s</td><td class="num"></td>\s*<td></td><td class="num">0.001</td>`).MatchString(run) {
+		t.Errorf("run page does not show the paper's A>B mean (1 ms) beside the run's")
+	}
 	if last := page(t, s, "/runs/"+f.nights[6].runID); !strings.Contains(last, `href="/compare?a=`+f.nights[5].runID+`&amp;b=`+f.nights[6].runID+`"`) {
 		t.Errorf("the last night's run page does not offer the night before it side by side")
 	}
