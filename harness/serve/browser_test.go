@@ -201,6 +201,7 @@ func shoot(t *testing.T, ctx context.Context, base string, f *fixture, dir strin
 		"serve-run":      "/runs/" + f.failed.runID,
 		"serve-bundle":   "/runs/" + f.failed.runID + "/bundles/latency-1",
 		"serve-trend":    figureURL("latency_s.A>B p50", resultsdb.Run{Job: trendJob}),
+		"serve-job":      "/trend?job=" + trendJob,
 		"serve-compare":  "/compare?a=" + f.nights[3].runID + "&b=" + f.nights[4].runID,
 	} {
 		step(t, ctx, "open "+path, chromedp.Navigate(base+path))

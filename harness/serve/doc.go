@@ -12,6 +12,7 @@
 //	/runs/ID/bundles/NAME          one failure bundle: its README, the decoded capture slice (analysis/pcaptimeline), its events
 //	/runs/ID/files/PATH            a file of the run's directory (?download=1: as an attachment)
 //	/figures/NAME?job=J            one figure across nights, judged by analysis/trend as `harness trend --job J` judges it
+//	/trend?job=J                   every figure of a job at its latest night, as `harness trend --job J --all`
 //	/compare?a=ID&b=ID             two runs side by side (analysis/crossval, as `harness compare`)
 //
 // # Confinement

@@ -135,6 +135,26 @@ func TestPages(t *testing.T) {
 		t.Errorf("wall_seconds: marked, or not said to be unjudged, or not 7 nights")
 	}
 
+	// The job's page: the slowed link's medians among the moves (A–B is
+	// both directions), and nothing moved elsewhere.
+	job := page(t, s, "/trend?job="+trendJob)
+	if !strings.HasSuffix(strings.TrimSpace(job), "</html>") {
+		t.Fatalf("the job's page is cut short")
+	}
+	moved := map[string]bool{}
+	for _, m := range regexp.MustCompile(`<tr class="moved"><td><a href="[^"]*">([^<]*)</a>`).FindAllStringSubmatch(job, -1) {
+		moved[m[1]] = true
+		if !strings.HasPrefix(m[1], "latency_s.A&gt;B") && !strings.HasPrefix(m[1], "latency_s.B&gt;A") {
+			t.Errorf("the job's page flags %s, which the slowdown did not touch", m[1])
+		}
+	}
+	if !moved["latency_s.A&gt;B p50"] || !moved["latency_s.B&gt;A p50"] {
+		t.Errorf("the job's page flags %v, want the A–B medians among them", moved)
+	}
+	if !strings.Contains(page(t, s, "/campaigns/night-7"), `href="/trend?job=`+trendJob+`"`) {
+		t.Errorf("the campaign page does not link its job's trend")
+	}
+
 	cmp := page(t, s, "/compare?a="+f.nights[0].runID+"&b="+f.nights[4].runID)
 	for _, want := range []string{"A&gt;B latency p50", "A&gt;B latency p99", "FAIL", `id="verdict"`} {
 		if !strings.Contains(cmp, want) {
@@ -153,6 +173,8 @@ func TestPagesRefuse(t *testing.T) {
 		"/campaigns/none":                    404,
 		"/figures/nothing":                   404,
 		"/compare?a=tb000001":                400,
+		"/trend":                             400,
+		"/trend?job=nosuch":                  404,
 		"/runs/tb000001/bundles/latency-404": 404,
 		"/figures/" + url.PathEscape("ftn/leader failover p99") + "?experiment=three-agents": 200,
 	} {

@@ -57,6 +57,7 @@ func New(c Config) (*Server, error) {
 	s.mux.HandleFunc("GET /runs/{id}/bundles/{name}", s.bundle)
 	s.mux.HandleFunc("GET /runs/{id}/files/{path...}", s.file)
 	s.mux.HandleFunc("GET /figures/{name}", s.figure)
+	s.mux.HandleFunc("GET /trend", s.job)
 	s.mux.HandleFunc("GET /compare", s.compare)
 	return s, nil
 }

@@ -5,6 +5,7 @@ import (
 	"math"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -214,4 +215,50 @@ func sampleFigures(sample string) []string {
 		out = append(out, sample+" p"+strconv.FormatFloat(q*100, 'f', -1, 64))
 	}
 	return out
+}
+
+// jobPage is every figure of a job at its latest night: what harness
+// trend --job J --all prints, regressions first.
+type jobPage struct {
+	Job      string
+	Command  string
+	Findings []trend.Finding
+	Moved    int
+}
+
+// job serves the findings of every series of one job.
+func (s *Server) job(w http.ResponseWriter, r *http.Request) {
+	job := r.URL.Query().Get("job")
+	if job == "" {
+		s.fail(w, r, badRequest("trend: want a job, ?job=NAME"))
+		return
+	}
+	series, err := trend.Read(s.db, trend.Selection{Job: job})
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if len(series) == 0 {
+		s.fail(w, r, notFound("job %q has no series harness trend judges (no samples or counts in its runs of a campaign)", job))
+		return
+	}
+	p := jobPage{Job: job, Command: "harness trend --job " + job + " --all", Findings: trend.Analyze(series, trend.Options{})}
+	rank := func(f trend.Finding) int {
+		switch {
+		case f.Regression:
+			return 0
+		case f.Moved:
+			return 1
+		case !f.Judged:
+			return 2
+		}
+		return 3
+	}
+	slices.SortStableFunc(p.Findings, func(a, b trend.Finding) int { return rank(a) - rank(b) })
+	for _, f := range p.Findings {
+		if f.Moved {
+			p.Moved++
+		}
+	}
+	s.render(w, r, "job", "job "+job+" across nights", p)
 }
