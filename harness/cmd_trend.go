@@ -27,8 +27,16 @@ func cmdTrend(args []string, stdout, stderr io.Writer) int {
 	since := fs.Int("since", 0, "only the latest N nights (0: all)")
 	alpha := fs.Float64("alpha", 0.01, "family-wise level over the night's figures (Holm)")
 	window := fs.Int("window", 7, "most baseline nights before a change")
-	all := fs.Bool("all", false, "print every figure, not only those that moved or could not be judged")
+	all := fs.Bool("all", false, "print every series, not only those that moved or have no value on the latest night")
 	asJSON := fs.Bool("json", false, "print the findings as JSON")
+	var scalars []string
+	fs.Func("scalar", "judge figures whose name contains this as one value a run (repeatable; e.g. paper_s_per_wall_s)", func(v string) error {
+		if v == "" {
+			return fmt.Errorf("empty name")
+		}
+		scalars = append(scalars, v)
+		return nil
+	})
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: harness trend [--db FILE] [--job J] [--figure F] [--since N]\n\n"+
 			"Compares each figure of the latest night with the previous nights of its job\n"+
@@ -62,7 +70,7 @@ func cmdTrend(args []string, stdout, stderr io.Writer) int {
 		return exitRunError
 	}
 	defer db.Close()
-	series, err := trend.Read(db, trend.Selection{Job: *job, Figure: *figure, Since: *since})
+	series, err := trend.Read(db, trend.Selection{Job: *job, Figure: *figure, Since: *since, Scalars: scalars})
 	if err != nil {
 		fmt.Fprintln(stderr, "harness trend:", err)
 		return exitRunError
@@ -81,20 +89,23 @@ func cmdTrend(args []string, stdout, stderr io.Writer) int {
 		if !*all {
 			shown = nil
 			for _, f := range findings {
-				if f.Moved || !f.Judged {
+				if f.Moved || f.Note == trend.NoteMissingLatest {
 					shown = append(shown, f)
 				}
 			}
 		}
 		fmt.Fprint(stdout, trend.Text(shown))
-		moved := 0
+		moved, unjudged := 0, 0
 		for _, f := range findings {
 			if f.Moved {
 				moved++
 			}
+			if !f.Judged {
+				unjudged++
+			}
 		}
-		fmt.Fprintf(stdout, "%d series, %d moved, %d regressions (Holm at %g over the night's figures)\n",
-			len(findings), moved, len(trend.Regressions(findings)), *alpha)
+		fmt.Fprintf(stdout, "%d series, %d judged, %d moved, %d regressions (Holm at %g over the judged series)\n",
+			len(findings), len(findings)-unjudged, moved, len(trend.Regressions(findings)), *alpha)
 	}
 	if len(trend.Regressions(findings)) > 0 {
 		return exitFailed

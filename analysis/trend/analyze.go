@@ -8,6 +8,15 @@ import (
 	"tokenbed/internal/stats"
 )
 
+// Notes of findings not judged, that readers may sort on.
+const (
+	// NoteMissingLatest: the figure has no value on the latest night (its
+	// job failed, or no longer gives it).
+	NoteMissingLatest = "no value on the latest night"
+	// NoteFirstNight: the latest night is the figure's first.
+	NoteFirstNight = "its first night: nothing earlier to compare with"
+)
+
 // candidate is one candidate change night and its test.
 type candidate struct {
 	j        int     // its index in the present nights
@@ -133,12 +142,15 @@ func judge(s Series, o Options) (Finding, []candidate) {
 	last := s.Nights[len(s.Nights)-1]
 	f.Night, f.Revision = last.Night, last.Revision
 	if !has(s.Kind, last) {
-		f.Note = "no value on the latest night"
+		f.Note = NoteMissingLatest
 		return f, nil
 	}
 	present := presentNights(s)
 	if len(present) < o.MinBaseline+1 {
 		f.Note = fmt.Sprintf("%d nights with a value: a baseline needs %d before the latest", len(present), o.MinBaseline)
+		if len(present) == 1 {
+			f.Note = NoteFirstNight
+		}
 		return f, nil
 	}
 	nights := make([]prepared, len(present))

@@ -17,6 +17,11 @@ type Selection struct {
 	Figure string
 	// Since keeps the latest Since nights (0: all).
 	Since int
+	// Scalars name figures (by a part of the name) that are one measured
+	// value a run, such as the simulator's speed (paper_s_per_wall_s): each
+	// becomes a Distribution series whose samples are the values of the
+	// night's runs.
+	Scalars []string
 }
 
 // SampleQuantiles are the quantiles Read makes a Quantile series of, for
@@ -30,9 +35,11 @@ var SampleQuantiles = []float64{0.5, 0.99}
 // named as the sample and a Quantile series per SampleQuantiles ("NAME
 // p99"); and per figure whose every value is a whole number ≥ 0 with no
 // unit (passes, tolerated failures, duplications, token losses), a Count
-// series. Other figures (one measured number a night, such as
-// wall_seconds) give no series: a test on one value a night needs more
-// nights than a campaign history holds. A night on which a job has no
+// series. Figures that Selection.Scalars names give a Distribution series
+// of their runs' values. Other figures (one measured number a run, such as
+// wall_seconds) give no series: a test on one value a night needs many
+// nights to reach a useful level, and each series judged widens Holm's
+// family. A night on which a job has no
 // run, or only runs that errored or were interrupted, is Missing.
 func Read(db *resultsdb.DB, sel Selection) ([]Series, error) {
 	runs, err := db.Runs(resultsdb.RunFilter{Job: sel.Job, Experiment: sel.Experiment, Backend: sel.Backend})
@@ -133,6 +140,14 @@ func (b *builder) add(i int, c resultsdb.Campaign, r resultsdb.Run) error {
 		if b.sel.Figure != "" && !strings.Contains(f.Name, b.sel.Figure) {
 			continue
 		}
+		if b.scalar(f.Name) {
+			if f.Value.Valid && !math.IsNaN(f.Value.V) {
+				nt := b.night(k, Distribution, 0, f.Unit, i)
+				mark(nt)
+				nt.Samples = append(nt.Samples, f.Value.V)
+			}
+			continue
+		}
 		if !isCount(f) {
 			if b.notCount == nil {
 				b.notCount = map[key]bool{}
@@ -146,6 +161,15 @@ func (b *builder) add(i int, c resultsdb.Campaign, r resultsdb.Run) error {
 		nt.Exposure++
 	}
 	return nil
+}
+
+func (b *builder) scalar(name string) bool {
+	for _, s := range b.sel.Scalars {
+		if s != "" && strings.Contains(name, s) {
+			return true
+		}
+	}
+	return false
 }
 
 type sampleFigure struct {

@@ -73,6 +73,14 @@ func TestRead(t *testing.T) {
 		t.Error("wall_seconds, not a count, gave a series")
 	}
 
+	ss, err = Read(db, Selection{Figure: "seconds", Scalars: []string{"wall_"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ss) != 1 || ss[0].Kind != Distribution || ss[0].Unit != "s" || fmt.Sprint(ss[0].Nights[0].Samples) != "[12.5 12.5]" || !ss[0].Nights[1].Missing {
+		t.Errorf("--scalar wall_: %+v", ss)
+	}
+
 	ss, err = Read(db, Selection{Figure: "tolerated", Since: 2})
 	if err != nil {
 		t.Fatal(err)
