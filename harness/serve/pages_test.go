@@ -131,8 +131,14 @@ func TestPages(t *testing.T) {
 	}
 	// A figure of one value a night is shown, unmarked, and says why.
 	one := page(t, s, figureURL("wall_seconds", resultsdb.Run{Job: trendJob}))
-	if strings.Contains(one, `class="moved"`) || !strings.Contains(one, "One value a night") || len(runIDs(one)) != 7 {
+	if strings.Contains(one, `class="moved"`) || !strings.Contains(one, "One value a run") || len(runIDs(one)) != 7 {
 		t.Errorf("wall_seconds: marked, or not said to be unjudged, or not 7 nights")
+	}
+	// Asked, as harness trend --scalar, it is judged: the runs' values as
+	// each night's sample.
+	scalar := page(t, s, "/figures/wall_seconds?job="+trendJob+"&scalar=wall_seconds")
+	if !strings.Contains(scalar, "harness trend --job "+trendJob+" --scalar wall_seconds --all") || strings.Contains(scalar, "One value a run") {
+		t.Errorf("wall_seconds with scalar=wall_seconds is not judged as harness trend --scalar judges it")
 	}
 
 	// The job's page: the slowed link's medians among the moves (A–B is

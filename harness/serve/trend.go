@@ -28,7 +28,12 @@ type figurePoint struct {
 type figurePage struct {
 	Name, Job, Unit string
 	Filter          resultsdb.RunFilter
-	Points          []figurePoint
+	// Scalars are harness trend's --scalar: figures judged as one value
+	// a run (?scalar=NAME, repeatable).
+	Scalars []string
+	// ScalarURL judges this unjudged figure as one value a run.
+	ScalarURL string
+	Points    []figurePoint
 	// Judged: the series is analysis/trend's (samples or a count), with
 	// its finding; otherwise a figure with one value a night, unmarked.
 	Judged  bool
@@ -54,7 +59,7 @@ const chartW, chartH, chartPad = 720.0, 200.0, 12.0
 // the figures table.
 func (s *Server) figure(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	p := figurePage{Name: r.PathValue("name"), Job: q.Get("job"),
+	p := figurePage{Name: r.PathValue("name"), Job: q.Get("job"), Scalars: q["scalar"],
 		Filter: resultsdb.RunFilter{Job: q.Get("job"), Experiment: q.Get("experiment"), Backend: q.Get("backend")}}
 	var err error
 	if p.Job != "" {
@@ -73,7 +78,7 @@ func (s *Server) figure(w http.ResponseWriter, r *http.Request) {
 
 // judged fills p from the trend series of p.Job named p.Name, if any.
 func (s *Server) judged(p *figurePage) error {
-	series, err := trend.Read(s.db, trend.Selection{Job: p.Job})
+	series, err := trend.Read(s.db, trend.Selection{Job: p.Job, Scalars: p.Scalars})
 	if err != nil {
 		return err
 	}
@@ -86,7 +91,7 @@ func (s *Server) judged(p *figurePage) error {
 	if i < 0 {
 		return nil
 	}
-	p.Judged, p.Command = true, "harness trend --job "+p.Job+" --all"
+	p.Judged, p.Command = true, trendCommand(p.Job, p.Scalars)
 	p.Finding = trend.Analyze(series, trend.Options{})[i]
 	sr := series[i]
 	p.Unit = sr.Unit
@@ -129,6 +134,10 @@ func (s *Server) unjudged(p *figurePage) error {
 	}
 	if len(series) == 0 {
 		return notFound("no run has a figure %q%s", p.Name, describeFilter(p.Filter))
+	}
+	if p.Job != "" {
+		q := url.Values{"job": {p.Job}, "scalar": append(slices.Clone(p.Scalars), p.Name)}
+		p.ScalarURL = "/figures/" + url.PathEscape(p.Name) + "?" + q.Encode()
 	}
 	for _, pt := range series {
 		if p.Unit == "" {
@@ -228,12 +237,12 @@ type jobPage struct {
 
 // job serves the findings of every series of one job.
 func (s *Server) job(w http.ResponseWriter, r *http.Request) {
-	job := r.URL.Query().Get("job")
+	job, scalars := r.URL.Query().Get("job"), r.URL.Query()["scalar"]
 	if job == "" {
 		s.fail(w, r, badRequest("trend: want a job, ?job=NAME"))
 		return
 	}
-	series, err := trend.Read(s.db, trend.Selection{Job: job})
+	series, err := trend.Read(s.db, trend.Selection{Job: job, Scalars: scalars})
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -242,7 +251,7 @@ func (s *Server) job(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, notFound("job %q has no series harness trend judges (no samples or counts in its runs of a campaign)", job))
 		return
 	}
-	p := jobPage{Job: job, Command: "harness trend --job " + job + " --all", Findings: trend.Analyze(series, trend.Options{})}
+	p := jobPage{Job: job, Command: trendCommand(job, scalars), Findings: trend.Analyze(series, trend.Options{})}
 	rank := func(f trend.Finding) int {
 		switch {
 		case f.Regression:
@@ -261,4 +270,14 @@ func (s *Server) job(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	s.render(w, r, "job", "job "+job+" across nights", p)
+}
+
+// trendCommand is the harness trend command that judges what a page
+// shows: the same job, the same scalars, every figure printed.
+func trendCommand(job string, scalars []string) string {
+	cmd := "harness trend --job " + job
+	for _, sc := range scalars {
+		cmd += " --scalar " + sc
+	}
+	return cmd + " --all"
 }
