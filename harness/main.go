@@ -14,6 +14,7 @@
 //	harness campaign run [FILE]           run a campaign of jobs (default: the night)
 //	harness index [--results DIR]         rebuild the results database
 //	harness trend [--db FILE]             each figure of the latest night against the previous nights
+//	harness serve [flags]                 the results browser: campaigns, runs, figures across nights (harness serve -h)
 //
 // Logs go to standard error; reports and timelines to standard output.
 //
@@ -78,6 +79,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdCampaign(ctx, args[1:], stdout, stderr)
 	case "trend":
 		return cmdTrend(args[1:], stdout, stderr)
+	case "serve":
+		return cmdServe(ctx, args[1:], stdout, stderr, log)
 	case "-h", "--help", "help":
 		usage(stdout)
 		return exitOK
@@ -99,6 +102,7 @@ func usage(w io.Writer) {
   harness campaign run [FILE]           run a campaign of jobs (default: the night), indexed as they finish
   harness index [--results DIR]         rebuild the results database from the results directories
   harness trend [--db FILE] [--job J]   each figure of the latest night against the previous nights; exit 1 on a regression
+  harness serve [flags]                 the results browser on loopback: campaigns, runs, figures across nights (harness serve -h)
 `)
 }
 

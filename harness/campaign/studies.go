@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os/exec"
 	"path/filepath"
-	"strings"
 
 	"tokenbed/harness/runner"
 )
@@ -88,6 +87,3 @@ func (simVsReal) Steps(e Env, args []string) ([]Step, error) {
 			filepath.Join(e.Root, real), filepath.Join(e.Root, sim)}, Judged: true},
 	}, nil
 }
-
-// studyNames is the registered studies for messages.
-func studyNames() string { return strings.Join(Studies(), ", ") }

@@ -11,6 +11,9 @@ import (
 	"tokenbed/internal/revision"
 )
 
+// Provenance is provenance for records other than a run's (a swarm's).
+func Provenance(info *results.RunInfo) error { return provenance(info) }
+
 // provenance fills what run.json records about where and from what the
 // run ran: the revision (internal/revision: the build's stamp, or git at
 // run time), the host, and the campaign's tags from the environment
