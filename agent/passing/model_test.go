@@ -143,22 +143,33 @@ func cloneMap[K comparable, V any](m map[K]V) map[K]V {
 }
 
 func (e *Endpoint) clone() *Endpoint {
-	c := &Endpoint{cfg: e.cfg, self: e.self,
+	c := &Endpoint{cfg: e.cfg, exchange: e.exchange, self: e.self,
 		held: cloneMap(e.held), soft: map[wire.TokenID]*soft{},
-		senders: map[key]*Sender{}, finished: map[key]*Sender{}, receivers: map[key]*Receiver{}}
-	ptr := map[*Sender]*Sender{}
+		senders: map[key]SenderMachine{}, finished: map[key]SenderMachine{}, receivers: map[key]ReceiverMachine{}}
+	ptr := map[SenderMachine]SenderMachine{}
 	for t, s := range e.soft {
 		s2 := *s
 		c.soft[t] = &s2
 	}
-	cp := func(s *Sender) *Sender {
+	cp := func(s SenderMachine) SenderMachine {
 		if s2, ok := ptr[s]; ok {
 			return s2
 		}
-		s2 := *s
-		s2.cfg = &c.cfg
-		ptr[s] = &s2
-		return &s2
+		var s2 SenderMachine
+		switch s := s.(type) {
+		case *Sender:
+			v := *s
+			v.cfg = &c.cfg
+			s2 = &v
+		case *Sender3:
+			v := *s
+			v.cfg = &c.cfg
+			s2 = &v
+		default:
+			panic(fmt.Sprintf("clone: sender %T", s))
+		}
+		ptr[s] = s2
+		return s2
 	}
 	for k, s := range e.senders {
 		c.senders[k] = cp(s)
@@ -170,11 +181,36 @@ func (e *Endpoint) clone() *Endpoint {
 		c.gcQueue = append(c.gcQueue, gcEntry{g.k, cp(g.s), g.at})
 	}
 	for k, r := range e.receivers {
-		r2 := *r
-		r2.cfg = &c.cfg
-		c.receivers[k] = &r2
+		switch r := r.(type) {
+		case *Receiver:
+			v := *r
+			v.cfg = &c.cfg
+			c.receivers[k] = &v
+		case *Receiver3:
+			v := *r
+			v.cfg = &c.cfg
+			c.receivers[k] = &v
+		default:
+			panic(fmt.Sprintf("clone: receiver %T", r))
+		}
 	}
 	return c
+}
+
+// counters returns a machine's retry counter and deadline, for the
+// fingerprint.
+func counters(m any) (attempts int, deadline time.Time) {
+	switch m := m.(type) {
+	case *Sender:
+		return m.attempts, m.deadline
+	case *Receiver:
+		return m.attempts, m.deadline
+	case *Sender3:
+		return 0, m.deadline
+	case *Receiver3:
+		return m.acks, m.deadline
+	}
+	panic(fmt.Sprintf("counters: %T", m))
 }
 
 // collect moves node n's effects into the world: datagrams into the
@@ -245,7 +281,7 @@ func (w *world) deliver(i int, keepCopy bool) {
 		return // sent to a crashed node
 	}
 	if f.m.Type == wire.Ack {
-		if s := ep.senders[key{f.m.Token, f.m.Session, f.m.From}]; s != nil && s.State == AwaitAck {
+		if s := ep.senders[key{f.m.Token, f.m.Session, f.m.From}]; s != nil && s.Status() == AwaitAck {
 			w.ackLive[f.m.Session] = true
 		}
 	}
@@ -253,7 +289,7 @@ func (w *world) deliver(i int, keepCopy bool) {
 		// Was a receiver waiting for this Commit? (independent of what
 		// the endpoint then does with it)
 		if r := ep.receivers[key{f.m.Token, f.m.Session, f.m.From}]; r != nil &&
-			(r.State == AwaitCommit || r.State == ReceiverFailed && ep.cfg.Linger > 0) {
+			(r.Status() == AwaitCommit || r.Status() == ReceiverFailed && ep.cfg.Linger > 0) {
 			w.commitLive[f.m.Session] = true
 		}
 	}
@@ -273,7 +309,7 @@ func (w *world) crash(n string) {
 	w.crashed = n
 	w.crashHolder = ep.Holds(tok)
 	for _, r := range ep.receivers {
-		if r.State == AwaitCommit || r.State == ReceiverFailed {
+		if r.Status() == AwaitCommit || r.Status() == ReceiverFailed {
 			w.crashWindow = true
 		}
 	}
@@ -414,23 +450,25 @@ func (w *world) fingerprint() string {
 			s := ep.senders[kk]
 			b = append(b, 'S')
 			k(kk)
-			num(int64(s.State))
-			num(int64(s.attempts))
-			num(int64(s.deadline.Sub(c)))
+			num(int64(s.Status()))
+			n, d := counters(s)
+			num(int64(n))
+			num(int64(d.Sub(c)))
 		}
 		for _, kk := range sortedKeys(ep.receivers, key.compare) {
 			r := ep.receivers[kk]
 			b = append(b, 'R')
 			k(kk)
-			num(int64(r.State))
-			num(int64(r.attempts))
-			num(int64(r.deadline.Sub(c)))
+			num(int64(r.Status()))
+			n, d := counters(r)
+			num(int64(n))
+			num(int64(d.Sub(c)))
 		}
 		for _, kk := range sortedKeys(ep.finished, key.compare) {
 			s := ep.finished[kk]
 			b = append(b, 'D')
 			k(kk)
-			num(int64(s.State))
+			num(int64(s.Status()))
 		}
 		for _, g := range ep.gcQueue {
 			b = append(b, 'G')

@@ -143,7 +143,7 @@ func (tr *tracer) run(t *testing.T, d *datadriven.TestData) string {
 			return "none\n"
 		}
 		for _, k := range ks {
-			fmt.Fprintf(&b, "%v/%d from %s: %s\n", k.token, k.session, k.peer, ep.receivers[k].State)
+			fmt.Fprintf(&b, "%v/%d from %s: %s\n", k.token, k.session, k.peer, ep.receivers[k].Status())
 		}
 	default:
 		d.Fatalf(t, "unknown command %q", d.Cmd)
