@@ -90,6 +90,11 @@ func (s *Sender3) skipAck(time.Time) Output { return s.commit() }
 // Step handles an authenticated datagram of this session from the peer.
 func (s *Sender3) Step(now time.Time, t wire.Type) Output {
 	switch {
+	case s.State == AwaitAck && t == wire.Ack && !now.Before(s.deadline):
+		// Late by the clock, though the timer has not been run yet: the
+		// pass has failed (Tick reports it), and late messages are
+		// discarded (004 §4).
+		return Output{Ignored: "late"}
 	case s.State == AwaitAck && t == wire.Ack:
 		return s.commit()
 	case s.State == SenderFailed && t == wire.Ack:
@@ -135,6 +140,11 @@ func (r *Receiver3) Deadline() (time.Time, bool) {
 // Step handles an authenticated datagram of this session from the peer.
 func (r *Receiver3) Step(now time.Time, t wire.Type) Output {
 	switch {
+	case r.State == AwaitCommit && !now.Before(r.deadline):
+		// Late by the clock, though the timer has not been run yet: the
+		// wait has ended (Tick reports it), and late messages are
+		// discarded (004 §4).
+		return Output{Ignored: "late"}
 	case r.State == AwaitCommit && t == wire.Commit:
 		r.State = ReceiverDone
 		return Output{Outcome: Acquired}
