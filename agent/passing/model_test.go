@@ -142,77 +142,6 @@ func cloneMap[K comparable, V any](m map[K]V) map[K]V {
 	return c
 }
 
-func (e *Endpoint) clone() *Endpoint {
-	c := &Endpoint{cfg: e.cfg, exchange: e.exchange, self: e.self,
-		held: cloneMap(e.held), soft: map[wire.TokenID]*soft{},
-		senders: map[key]SenderMachine{}, finished: map[key]SenderMachine{}, receivers: map[key]ReceiverMachine{}}
-	ptr := map[SenderMachine]SenderMachine{}
-	for t, s := range e.soft {
-		s2 := *s
-		c.soft[t] = &s2
-	}
-	cp := func(s SenderMachine) SenderMachine {
-		if s2, ok := ptr[s]; ok {
-			return s2
-		}
-		var s2 SenderMachine
-		switch s := s.(type) {
-		case *Sender:
-			v := *s
-			v.cfg = &c.cfg
-			s2 = &v
-		case *Sender3:
-			v := *s
-			v.cfg = &c.cfg
-			s2 = &v
-		default:
-			panic(fmt.Sprintf("clone: sender %T", s))
-		}
-		ptr[s] = s2
-		return s2
-	}
-	for k, s := range e.senders {
-		c.senders[k] = cp(s)
-	}
-	for k, s := range e.finished {
-		c.finished[k] = cp(s)
-	}
-	for _, g := range e.gcQueue {
-		c.gcQueue = append(c.gcQueue, gcEntry{g.k, cp(g.s), g.at})
-	}
-	for k, r := range e.receivers {
-		switch r := r.(type) {
-		case *Receiver:
-			v := *r
-			v.cfg = &c.cfg
-			c.receivers[k] = &v
-		case *Receiver3:
-			v := *r
-			v.cfg = &c.cfg
-			c.receivers[k] = &v
-		default:
-			panic(fmt.Sprintf("clone: receiver %T", r))
-		}
-	}
-	return c
-}
-
-// counters returns a machine's retry counter and deadline, for the
-// fingerprint.
-func counters(m any) (attempts int, deadline time.Time) {
-	switch m := m.(type) {
-	case *Sender:
-		return m.attempts, m.deadline
-	case *Receiver:
-		return m.attempts, m.deadline
-	case *Sender3:
-		return 0, m.deadline
-	case *Receiver3:
-		return m.acks, m.deadline
-	}
-	panic(fmt.Sprintf("counters: %T", m))
-}
-
 // collect moves node n's effects into the world: datagrams into the
 // network, outcomes into the bookkeeping.
 func (w *world) collect(n string) {
@@ -742,8 +671,13 @@ func TestModelAcyclic(t *testing.T) {
 
 // TestModelRandom runs long random schedules with the default retry limits
 // and chains of many passes among three nodes, beyond the exhaustive bound.
-func TestModelRandom(t *testing.T) {
-	runs, steps := *modelRuns, 4000
+func TestModelRandom(t *testing.T) { randomModel(t, DefaultConfig(), *modelRuns, 1) }
+
+// randomModel runs random schedules of the exchange cfg selects. A timer
+// is picked with probability timerRate when a datagram could be delivered
+// instead (1: timers and deliveries alike).
+func randomModel(t *testing.T, cfg Config, runs int, timerRate float64) {
+	steps := 4000
 	if testing.Short() {
 		runs /= 10
 	}
@@ -753,7 +687,6 @@ func TestModelRandom(t *testing.T) {
 	}
 	t.Logf("seed %d (replay: go test ./agent/passing -run ModelRandom -model.seed %d)", seed, seed)
 	r := rand.New(rand.NewPCG(seed, 2009))
-	cfg := DefaultConfig()
 	chain := &scenario{name: "random walk", nodes: []string{"A", "B", "C"}}
 	chain.act = func(w *world) []action {
 		var as []action
@@ -808,6 +741,10 @@ func TestModelRandom(t *testing.T) {
 					if r.Float64() >= crashRate {
 						continue
 					}
+				case strings.HasPrefix(a.label, "timer"):
+					if len(w.net) > 0 && r.Float64() >= timerRate {
+						continue
+					}
 				}
 				pick = a
 				break
@@ -834,7 +771,7 @@ func TestModelRandom(t *testing.T) {
 		outcomes[strings.SplitN(o, "-to-", 2)[0]]++
 	}
 	t.Logf("%d random schedules (%d passes attempted after the first), outcomes %v", runs, passes, outcomes)
-	fmt.Printf("passing model check: explored %d random schedules beyond the bound\n", runs)
+	fmt.Printf("passing model check (%s): explored %d random schedules beyond the bound\n", cmp.Or(cfg.Exchange, DefaultExchange), runs)
 	if outcomes["passed"] == 0 || outcomes["lost:commit-not-delivered"] == 0 {
 		t.Errorf("random schedules did not reach both success and commit loss: %v", outcomes)
 	}
