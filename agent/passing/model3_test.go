@@ -61,7 +61,9 @@ func TestModelExhaustive3Way(t *testing.T) {
 	// All of it takes about a second: -short runs it whole.
 	var mu sync.Mutex
 	total := new(big.Int)
-	t.Cleanup(func() { fmt.Printf("passing model check (3-way): explored %s distinct schedules exhaustively\n", total) })
+	t.Cleanup(func() {
+		fmt.Printf("passing model check (3-way): explored %s distinct schedules exhaustively\n", total)
+	})
 	for _, c := range cases {
 		name := fmt.Sprintf("%s/ack_retries=%d/dups=%d", c.sc.name, c.ackRetries, c.dups)
 		t.Run(name, func(t *testing.T) {
