@@ -151,6 +151,9 @@ func NewEndpoint(cfg Config, self string) (*Endpoint, error) {
 // Config returns the endpoint's configuration.
 func (e *Endpoint) Config() Config { return e.cfg }
 
+// Exchange returns the variant of the passing operation the endpoint runs.
+func (e *Endpoint) Exchange() Exchange { return e.exchange }
+
 // Effects returns and clears the effects produced since the last call.
 func (e *Endpoint) Effects() []Effect {
 	f := e.effects

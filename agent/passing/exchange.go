@@ -19,6 +19,10 @@ type Exchange interface {
 	// NewReceiver answers the first valid Move of a session. moveHadCert
 	// says whether that Move carried a certificate.
 	NewReceiver(cfg *Config, now time.Time, moveHadCert bool) (ReceiverMachine, Output)
+	// Next is the datagram that the side which sent a first datagram of
+	// type sent sends next when all goes well, if any: what a driver may
+	// sign ahead of need while the round trip is under way.
+	Next(sent wire.Type) (wire.Type, bool)
 }
 
 // SenderMachine is the sending side of one passing operation.
@@ -97,4 +101,14 @@ func (fourWay) NewSender(cfg *Config, now time.Time) (SenderMachine, Output) {
 func (fourWay) NewReceiver(cfg *Config, now time.Time, moveHadCert bool) (ReceiverMachine, Output) {
 	r, out := NewReceiver(cfg, now, moveHadCert)
 	return r, out
+}
+
+func (fourWay) Next(sent wire.Type) (wire.Type, bool) {
+	switch sent {
+	case wire.Move:
+		return wire.Commit, true
+	case wire.Ack:
+		return wire.EarlyStop, true
+	}
+	return 0, false
 }

@@ -41,6 +41,10 @@ import (
 //     on a Commit, which the sender sends only after it released the token.
 type threeWay struct{}
 
+// Next: the sender's Commit follows its Move; the receiver sends nothing
+// after its Ack.
+func (threeWay) Next(sent wire.Type) (wire.Type, bool) { return wire.Commit, sent == wire.Move }
+
 func (threeWay) NewSender(cfg *Config, now time.Time) (SenderMachine, Output) {
 	s := &Sender3{cfg: cfg, State: AwaitAck, deadline: now.Add(cfg.MoveTimeout), Start: now}
 	return s, Output{Send: &Send{Type: wire.Move, Attempt: 1, WithCert: true}}
