@@ -226,11 +226,20 @@ func (s *Sender) Step(now time.Time, t wire.Type) Output {
 	case s.State == Committing && t == wire.EarlyStop:
 		s.State = SenderDone
 		return Output{Outcome: Completed, Reason: "earlystop"}
-	case s.State == SenderFailed && t == wire.Ack:
+	}
+	return refuse(s.State, t)
+}
+
+// refuse is a sender's answer, of either exchange, to a datagram its
+// state does not take.
+func refuse(s SenderState, t wire.Type) Output {
+	switch {
+	case s == SenderFailed && t == wire.Ack:
 		// A late Ack after the pass failed must never be honoured: the
-		// token may already be on its way to another peer.
+		// token may already be on its way to another peer (004 §4: late
+		// messages are discarded).
 		return Output{Ignored: "pass-failed"}
-	case s.State == SenderDone:
+	case s == SenderDone:
 		return Output{Ignored: "session-done"}
 	}
 	return Output{Ignored: "unexpected-" + t.String()}
@@ -330,9 +339,17 @@ func (r *Receiver) Step(now time.Time, t wire.Type) Output {
 		r.State = ReceiverDone
 		// Exactly one EarlyStop (002 §3).
 		return Output{Outcome: Acquired, Late: late, Send: &Send{Type: wire.EarlyStop, Attempt: 1}}
-	case r.State == ReceiverDone:
+	}
+	return refuseAtReceiver(r.State, t)
+}
+
+// refuseAtReceiver is a receiver's answer, of either exchange, to a
+// datagram its state does not take.
+func refuseAtReceiver(s ReceiverState, t wire.Type) Output {
+	switch s {
+	case ReceiverDone:
 		return Output{Ignored: "session-done"}
-	case r.State == ReceiverExpired:
+	case ReceiverExpired:
 		return Output{Ignored: "session-expired"}
 	}
 	return Output{Ignored: "unexpected-" + t.String()}
@@ -349,9 +366,12 @@ func (r *Receiver) Step(now time.Time, t wire.Type) Output {
 // the same reason: with compressed holds the token can come back within
 // that wait, and 002 §3.3 counts such a failure as detected by the commit
 // timeout. A receiver that already failed has reported it and just ends.
-func (r *Receiver) Supersede() Output {
-	was := r.State
-	r.State = ReceiverExpired
+func (r *Receiver) Supersede() Output { return supersede(&r.State) }
+
+// supersede is Supersede for a receiver in state *s, of either exchange.
+func supersede(s *ReceiverState) Output {
+	was := *s
+	*s = ReceiverExpired
 	if was == AwaitCommit {
 		return Output{Outcome: Failed, Reason: "commit_timeout"}
 	}

@@ -68,20 +68,10 @@ func TestModelExhaustive3Way(t *testing.T) {
 		name := fmt.Sprintf("%s/ack_retries=%d/dups=%d", c.sc.name, c.ackRetries, c.dups)
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			x := &explorer{t: t, paths: map[string]*big.Int{}, outcomes: map[string]int{}, maxStates: 3_000_000}
-			w := newWorld(c.sc, threeWayConfig(c.ackRetries))
-			w.dupBudget = c.dups
-			n := x.explore(w, nil)
+			n := exhaustive(t, c.sc, threeWayConfig(c.ackRetries), c.dups, c.wantOutcomesAtLeast)
 			mu.Lock()
 			total.Add(total, n)
 			mu.Unlock()
-			t.Logf("%d states, %d transitions, %s distinct schedules; quiescent outcomes %v",
-				len(x.paths), x.transitions, n, x.outcomes)
-			for _, o := range c.wantOutcomesAtLeast {
-				if x.outcomes[o] == 0 {
-					t.Errorf("outcome %q never reached: the model does not exercise it", o)
-				}
-			}
 		})
 	}
 }
@@ -135,21 +125,7 @@ func TestModel3WayLostCommitLosesToken(t *testing.T) {
 
 // The checker is not vacuous for the 3-way machines either: deliberately
 // broken ones are caught.
-func TestModelCatchesBrokenMachines3Way(t *testing.T) {
-	for name, f := range map[string]Fault{"acquire on Move": FaultAcquireOnMove, "skip the Ack check": FaultSkipAckCheck} {
-		cfg := threeWayConfig(1)
-		cfg.Fault = f
-		x := &explorer{t: t, paths: map[string]*big.Int{}, outcomes: map[string]int{}, maxStates: 3_000_000, expect: true}
-		w := newWorld(scenarioSingle, cfg)
-		w.dupBudget = -1
-		x.explore(w, nil)
-		if x.found == "" {
-			t.Errorf("%s: no violation found in %d states", name, len(x.paths))
-			continue
-		}
-		t.Logf("%s: caught: %s", name, x.found)
-	}
-}
+func TestModelCatchesBrokenMachines3Way(t *testing.T) { catchesBroken(t, threeWayConfig(1)) }
 
 // TestModelRandom3Way runs long random schedules of the 3-way exchange
 // with 004's single sends and chains of many passes among three nodes.

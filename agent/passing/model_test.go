@@ -603,29 +603,40 @@ func TestModelExhaustive(t *testing.T) {
 		name := fmt.Sprintf("%s/retries=%d,%d,%d/dups=%d", c.sc.name, c.move, c.ack, c.commit, c.dups)
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			cfg := boundedConfig(c.move, c.ack, c.commit)
-			x := &explorer{t: t, paths: map[string]*big.Int{}, outcomes: map[string]int{}, maxStates: 3_000_000}
-			w := newWorld(c.sc, cfg)
-			w.dupBudget = c.dups
-			n := x.explore(w, nil)
+			n := exhaustive(t, c.sc, boundedConfig(c.move, c.ack, c.commit), c.dups, c.wantOutcomesAtLeast)
 			mu.Lock()
 			total.Add(total, n)
 			mu.Unlock()
-			t.Logf("%d states, %d transitions, %s distinct schedules; quiescent outcomes %v",
-				len(x.paths), x.transitions, n, x.outcomes)
-			for _, o := range c.wantOutcomesAtLeast {
-				if x.outcomes[o] == 0 {
-					t.Errorf("outcome %q never reached: the model does not exercise it", o)
-				}
-			}
 		})
 	}
 }
 
+// exhaustive explores every schedule of sc under cfg with dups
+// duplications allowed, fails t on a violation, checks that each outcome
+// of want is reached, and returns the number of distinct schedules.
+func exhaustive(t *testing.T, sc *scenario, cfg Config, dups int, want []string) *big.Int {
+	x := &explorer{t: t, paths: map[string]*big.Int{}, outcomes: map[string]int{}, maxStates: 3_000_000}
+	w := newWorld(sc, cfg)
+	w.dupBudget = dups
+	n := x.explore(w, nil)
+	t.Logf("%d states, %d transitions, %s distinct schedules; quiescent outcomes %v",
+		len(x.paths), x.transitions, n, x.outcomes)
+	for _, o := range want {
+		if x.outcomes[o] == 0 {
+			t.Errorf("outcome %q never reached: the model does not exercise it", o)
+		}
+	}
+	return n
+}
+
 // The checker is not vacuous: deliberately broken machines are caught.
-func TestModelCatchesBrokenMachines(t *testing.T) {
+func TestModelCatchesBrokenMachines(t *testing.T) { catchesBroken(t, boundedConfig(1, 1, 1)) }
+
+// catchesBroken checks that the model check finds each deliberate fault
+// of the machines cfg selects.
+func catchesBroken(t *testing.T, base Config) {
 	for name, f := range map[string]Fault{"acquire on Move": FaultAcquireOnMove, "skip the Ack check": FaultSkipAckCheck} {
-		cfg := boundedConfig(1, 1, 1)
+		cfg := base
 		cfg.Fault = f
 		x := &explorer{t: t, paths: map[string]*big.Int{}, outcomes: map[string]int{}, maxStates: 3_000_000, expect: true}
 		w := newWorld(scenarioSingle, cfg)

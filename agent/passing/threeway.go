@@ -101,14 +101,8 @@ func (s *Sender3) Step(now time.Time, t wire.Type) Output {
 		return Output{Ignored: "late"}
 	case s.State == AwaitAck && t == wire.Ack:
 		return s.commit()
-	case s.State == SenderFailed && t == wire.Ack:
-		// Late: the pass failed and the token may be on its way to
-		// another neighbour (004 §4: late messages are discarded).
-		return Output{Ignored: "pass-failed"}
-	case s.State == SenderDone:
-		return Output{Ignored: "session-done"}
 	}
-	return Output{Ignored: "unexpected-" + t.String()}
+	return refuse(s.State, t)
 }
 
 // Tick fires the timer if its deadline has passed.
@@ -159,25 +153,14 @@ func (r *Receiver3) Step(now time.Time, t wire.Type) Output {
 		r.acks++
 		r.deadline = now.Add(r.cfg.AckTimeout)
 		return Output{Send: &Send{Type: wire.Ack, Attempt: r.acks, WithCert: true}}
-	case r.State == ReceiverDone:
-		return Output{Ignored: "session-done"}
-	case r.State == ReceiverExpired:
-		return Output{Ignored: "session-expired"}
 	}
-	return Output{Ignored: "unexpected-" + t.String()}
+	return refuseAtReceiver(r.State, t)
 }
 
 // Supersede ends the receiver because a newer session of its token
 // reached this agent: its Commit can no longer come (see
 // Receiver.Supersede).
-func (r *Receiver3) Supersede() Output {
-	was := r.State
-	r.State = ReceiverExpired
-	if was == AwaitCommit {
-		return Output{Outcome: Failed, Reason: "commit_timeout"}
-	}
-	return Output{}
-}
+func (r *Receiver3) Supersede() Output { return supersede(&r.State) }
 
 // Tick fires the timer if its deadline has passed: no Commit in time, the
 // token is considered lost and the protected operation is not run.
