@@ -44,7 +44,8 @@ const (
 	// PassSucceeded: the sender got the Ack; TokenReleased came just before.
 	PassSucceeded
 	// PassCompleted: the sender is done; Reason "earlystop" or
-	// "commit_retries"; Latency from the first Move.
+	// "commit_retries" (4-way), "commit_sent" (3-way: right after
+	// PassSucceeded and its Commit); Latency from the first Move.
 	PassCompleted
 	// PassFailed: Reason "ack_timeout" (sender, keeps the token) or
 	// "commit_timeout" (receiver, the sender is considered to keep it:
