@@ -298,12 +298,18 @@ type Receiver struct {
 // carried a certificate, the Ack carries ours (see the package doc).
 func NewReceiver(cfg *Config, now time.Time, moveHadCert bool) (*Receiver, Output) {
 	r := &Receiver{cfg: cfg, State: AwaitCommit, attempts: 1, deadline: now.Add(cfg.AckTimeout)}
+	return r, firstAck(cfg, moveHadCert, &r.State)
+}
+
+// firstAck is a new receiver's answer to the Move, of either exchange;
+// FaultAcquireOnMove makes it take the token at once (state *s).
+func firstAck(cfg *Config, moveHadCert bool, s *ReceiverState) Output {
 	out := Output{Send: &Send{Type: wire.Ack, Attempt: 1, WithCert: moveHadCert}}
 	if cfg.Fault == FaultAcquireOnMove {
-		r.State = ReceiverDone
+		*s = ReceiverDone
 		out.Outcome = Acquired
 	}
-	return r, out
+	return out
 }
 
 // Status returns the receiver's state.

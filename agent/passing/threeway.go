@@ -52,12 +52,7 @@ func (threeWay) NewSender(cfg *Config, now time.Time) (SenderMachine, Output) {
 
 func (threeWay) NewReceiver(cfg *Config, now time.Time, moveHadCert bool) (ReceiverMachine, Output) {
 	r := &Receiver3{cfg: cfg, State: AwaitCommit, acks: 1, deadline: now.Add(cfg.AckTimeout)}
-	out := Output{Send: &Send{Type: wire.Ack, Attempt: 1, WithCert: moveHadCert}}
-	if cfg.Fault == FaultAcquireOnMove {
-		r.State = ReceiverDone
-		out.Outcome = Acquired
-	}
-	return r, out
+	return r, firstAck(cfg, moveHadCert, &r.State)
 }
 
 // Sender3 is the sending side of a 3-way pass: AwaitAck, then SenderDone
