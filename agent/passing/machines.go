@@ -329,12 +329,7 @@ func (r *Receiver) Step(now time.Time, t wire.Type) Output {
 	case r.State == AwaitCommit && t == wire.Move:
 		// The sender did not get our Ack (or could not check it): resend it
 		// at once with our certificate, counted against the Ack retries.
-		if r.attempts > r.cfg.AckRetries {
-			return Output{Ignored: "retries-exhausted"}
-		}
-		r.attempts++
-		r.deadline = now.Add(r.cfg.AckTimeout)
-		return Output{Send: &Send{Type: wire.Ack, Attempt: r.attempts, WithCert: true}}
+		return reAck(r.cfg, now, &r.attempts, &r.deadline)
 	case r.State == ReceiverFailed && t == wire.Move:
 		// The sender still holds the token and tries us again (with the same
 		// session, 002 §3): start over. Acquisition still needs a Commit.
@@ -359,6 +354,19 @@ func refuseAtReceiver(s ReceiverState, t wire.Type) Output {
 		return Output{Ignored: "session-expired"}
 	}
 	return Output{Ignored: "unexpected-" + t.String()}
+}
+
+// reAck answers a repeated Move of the session, of either exchange: a new
+// Ack with our certificate and a new wait for the Commit, at most
+// AckRetries times (*acks counts the Acks sent), so that a replayed Move
+// cannot draw an unbounded stream of replies.
+func reAck(cfg *Config, now time.Time, acks *int, deadline *time.Time) Output {
+	if *acks > cfg.AckRetries {
+		return Output{Ignored: "retries-exhausted"}
+	}
+	*acks++
+	*deadline = now.Add(cfg.AckTimeout)
+	return Output{Send: &Send{Type: wire.Ack, Attempt: *acks, WithCert: true}}
 }
 
 // Supersede ends the receiver because a newer session of its token

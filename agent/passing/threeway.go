@@ -142,12 +142,7 @@ func (r *Receiver3) Step(now time.Time, t wire.Type) Output {
 		r.State = ReceiverDone
 		return Output{Outcome: Acquired}
 	case r.State == AwaitCommit && t == wire.Move:
-		if r.acks > r.cfg.AckRetries {
-			return Output{Ignored: "retries-exhausted"}
-		}
-		r.acks++
-		r.deadline = now.Add(r.cfg.AckTimeout)
-		return Output{Send: &Send{Type: wire.Ack, Attempt: r.acks, WithCert: true}}
+		return reAck(r.cfg, now, &r.acks, &r.deadline)
 	}
 	return refuseAtReceiver(r.State, t)
 }
