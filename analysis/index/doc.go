@@ -7,8 +7,8 @@
 // A directory from an older version, or a damaged one, is indexed as far
 // as it can be read: what could not be read is named in the run's
 // damaged column, and nothing about it is fatal. A directory under the
-// root is a run when it holds run.json, summary.json or experiment.yaml
-// (a run killed before its run.json was written still has its
-// experiment); other directories (a study's output) are looked into, two
-// levels deep, for runs (a swarm's kept seeds are results/swarm-ID/…).
+// root is a run when it holds run.json or summary.json, or is named as a
+// run (tb and six hex digits) and holds its experiment.yaml (a run whose
+// run.json was lost); other directories (a study's output) are looked
+// into one level further for runs.
 package index

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"syscall"
@@ -17,14 +18,18 @@ import (
 // DBFile is the database's default name under the results root.
 const DBFile = "results.db"
 
-// isRun reports whether dir is a results directory.
+// runID is the harness's run ID (harness run --run-id): tb and six hex
+// digits.
+var runID = regexp.MustCompile(`^tb[0-9a-f]{6}$`)
+
+// isRun reports whether dir is a results directory: it has run.json or
+// summary.json, or it is named as a run and has its experiment (a run
+// whose run.json was lost). A study's directories of generated
+// experiments and logs, named by scenario, are not runs.
 func isRun(dir string) bool {
-	for _, f := range []string{results.RunFile, results.SummaryFile, results.ExperimentFile} {
-		if _, err := os.Stat(filepath.Join(dir, f)); err == nil {
-			return true
-		}
-	}
-	return false
+	has := func(f string) bool { _, err := os.Stat(filepath.Join(dir, f)); return err == nil }
+	return has(results.RunFile) || has(results.SummaryFile) ||
+		runID.MatchString(filepath.Base(dir)) && has(results.ExperimentFile)
 }
 
 // FindRuns lists the runs under root, relative to it, sorted: its

@@ -53,7 +53,7 @@ func TestRebuildLiteralRoot(t *testing.T) {
 		{"tbkilled", resultsdb.RunRunning, "", 0, 0, false},
 		{"tbbadsam", resultsdb.RunPass, "samples.json: json: cannot unmarshal string", 7, 30, false},
 		// Only its experiment: killed before run.json.
-		{"tbexponl", resultsdb.RunError, "run.json: open", 0, 0, false},
+		{"tb00e001", resultsdb.RunError, "run.json: open", 0, 0, false},
 		{"tbsw0003", resultsdb.RunPass, "", 7, 30, false},
 	} {
 		r, err := db.RunByID(c.id)
@@ -71,8 +71,10 @@ func TestRebuildLiteralRoot(t *testing.T) {
 			t.Errorf("%s: %d checks, %d figures, %d samples; want %d, ≥%d, %v", c.id, len(checks), len(figs), len(names), c.checks, c.minFigs, c.samples)
 		}
 	}
-	if _, err := db.RunByID("notarun"); err == nil {
-		t.Error("a directory with no run file was indexed as a run")
+	for _, id := range []string{"notarun", "scenario-1"} {
+		if _, err := db.RunByID(id); err == nil {
+			t.Errorf("%s, a directory with no run file, was indexed as a run", id)
+		}
 	}
 	good, _ := db.RunByID("tbgood01")
 	if good.Revision != "0123456789ab" || !good.Dirty || good.Seed != 7 || good.Protocol != "tokenpassing" || good.Cores != 2 {

@@ -145,6 +145,10 @@ func TestCampaignEndToEnd(t *testing.T) {
 	if ftn, _ := db.Runs(resultsdb.RunFilter{Campaign: "c-test", Job: "ftn-short"}); len(ftn) != 1 || ftn[0].Protocol != "ftn" {
 		t.Errorf("ftn-short runs %+v", ftn)
 	}
+	// One ID, one execution.
+	if _, err := Run(context.Background(), Options{Campaign: c, Root: root, Harness: harnessBin, ID: "c-test"}); err == nil || !strings.Contains(err.Error(), "already ran") {
+		t.Errorf("a second campaign c-test: %v, want refused", err)
+	}
 }
 
 func readFile(p string) string {

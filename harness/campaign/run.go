@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -77,7 +78,15 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	}
 	host, _ := os.Hostname()
 	res := Result{Dir: filepath.Join(o.Root, results.CampaignsDir, o.ID)}
-	if err := os.MkdirAll(res.Dir, 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(res.Dir), 0o755); err != nil {
+		return res, err
+	}
+	// A campaign ID names one execution: reusing one would mix two
+	// nights' jobs in one record.
+	if err := os.Mkdir(res.Dir, 0o755); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return res, fmt.Errorf("campaign %s already ran here (%s): give another --id", o.ID, res.Dir)
+		}
 		return res, err
 	}
 	if err := os.WriteFile(filepath.Join(res.Dir, results.CampaignFileCopy), o.Campaign.Raw, 0o644); err != nil {
