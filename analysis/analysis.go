@@ -220,7 +220,7 @@ func Analyze(dir string) (*Summary, error) {
 			return nil, err
 		}
 	} else if len(plugin(proto).Checkers) == 0 {
-		return nil, fmt.Errorf("%s: protocol %q: no analysis registered (link its analysis half in by the binary's aggregator file, as harness/plugins.go does)", results.RunFile, proto)
+		return nil, fmt.Errorf("%s: protocol %q: no analysis registered (link its plug-in, plugins/NAME, in by the binary's aggregator file, as harness/plugins.go does)", results.RunFile, proto)
 	}
 	s := c.Judge()
 	return s, writeOutputs(c)

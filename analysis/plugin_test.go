@@ -77,7 +77,10 @@ func init() {
 }
 
 // checkAlone judges that nobody enters while another is inside, by the
-// run's protocol's declared basis.
+// run's protocol's declared basis. It reads the events in the order they
+// come, which for the literal histories below is time order; a run's
+// Context.Events gives each process's log in turn, so a checker of runs
+// orders them by time first (harness/sim/toyprotocol_test.go).
 func checkAlone(c *analysis.Context) analysis.Requirement {
 	d, err := protocols.Lookup(c.Info().Protocol)
 	if err != nil {

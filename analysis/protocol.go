@@ -49,6 +49,9 @@ func Register(p Plugin) {
 	plugins.Register(p.Protocol, p)
 }
 
+// Protocols lists the protocols whose analysis half is linked in, sorted.
+func Protocols() []string { return plugins.Names() }
+
 // plugin is proto's analysis half, or the zero Plugin when none is linked
 // in.
 func plugin(proto string) Plugin {

@@ -44,3 +44,20 @@ agents:
 		}
 	}
 }
+
+// Protocol ftn's processes have no clock field: a clock there is an error
+// at the agent.
+func TestClockRefusedByFTN(t *testing.T) {
+	src := `
+name: x
+protocol: ftn
+duration: 100s
+agents:
+  - {name: S1, role: server}
+  - {name: C1, role: client, clock: {offset: 1s}}
+`
+	_, err := experiments.Parse("x.yaml", []byte(src))
+	if err == nil || !strings.Contains(err.Error(), "agents[1].clock: protocol ftn's processes run on the host's clock") {
+		t.Errorf("got %v", err)
+	}
+}

@@ -22,8 +22,8 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"tokenbed/agent/clock"
 
+	"tokenbed/agent/clock"
 	"tokenbed/agent/wire"
 	"tokenbed/internal/strictyaml"
 	"tokenbed/netem"

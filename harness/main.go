@@ -11,13 +11,18 @@
 //	harness preflight                     say which impairment path this machine takes, and why
 //	harness clean [--run RUNID]           remove what killed runs left behind
 //	harness swarm [flags] EXPERIMENT.yaml many simulated seeds with drawn faults (harness swarm -h)
+//	harness campaign run [FILE]           run a campaign of jobs (default: the night)
+//	harness index [--results DIR]         rebuild the results database
+//	harness trend [--db FILE]             each figure of the latest night against the previous nights
+//	harness serve [flags]                 the results browser: campaigns, runs, figures across nights (harness serve -h)
 //
 // Logs go to standard error; reports and timelines to standard output.
 //
 // Exit status: 0 success (and, for run and analyze, every requirement
-// passed); 1 a requirement failed; 2 usage or configuration error (the
-// message names the field, or the file and line); 3 the run itself failed
-// (setup, an agent, the kernel); 130 interrupted.
+// passed); 1 a requirement failed (for trend: a figure regressed); 2
+// usage or configuration error (the message names the field, or the file
+// and line); 3 the run itself failed (setup, an agent, the kernel); 130
+// interrupted.
 package main
 
 import (
@@ -68,6 +73,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdClean(args[1:], stdout, stderr, log)
 	case "swarm":
 		return cmdSwarm(ctx, args[1:], stdout, stderr)
+	case "index":
+		return cmdIndex(args[1:], stdout, stderr)
+	case "campaign":
+		return cmdCampaign(ctx, args[1:], stdout, stderr)
+	case "trend":
+		return cmdTrend(args[1:], stdout, stderr)
+	case "serve":
+		return cmdServe(ctx, args[1:], stdout, stderr, log)
 	case "-h", "--help", "help":
 		usage(stdout)
 		return exitOK
@@ -86,6 +99,10 @@ func usage(w io.Writer) {
   harness preflight                     which impairment path this machine takes, and why
   harness clean [--run RUNID]           remove leftovers of killed runs
   harness swarm [flags] EXPERIMENT.yaml many simulated seeds with drawn faults; shrinks failures (harness swarm -h)
+  harness campaign run [FILE]           run a campaign of jobs (default: the night), indexed as they finish
+  harness index [--results DIR]         rebuild the results database from the results directories
+  harness trend [--db FILE] [--job J]   each figure of the latest night against the previous nights; exit 1 on a regression
+  harness serve [flags]                 the results browser on loopback: campaigns, runs, figures across nights (harness serve -h)
 `)
 }
 

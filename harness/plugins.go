@@ -1,14 +1,10 @@
 package main
 
-// The protocol plug-ins this binary runs and analyses, each registered
-// from its own packages' init: its run half (harness/protocol.Register)
-// and its analysis half (analysis.Register), which import its declaration
-// (protocols/NAME). Nothing else in the harness lists them: a new
-// protocol is linked in by its two lines here.
+// The protocol plug-ins this binary runs and analyses, one line each:
+// plugins/NAME links a protocol's run half and its analysis half, which
+// register themselves from init. Nothing else in the harness lists them:
+// a new protocol is linked in by its line here.
 import (
-	_ "tokenbed/analysis/ftn"
-	_ "tokenbed/harness/protocol/ftn"
-
-	_ "tokenbed/analysis/tokenpassing"
-	_ "tokenbed/harness/protocol/tokenpassing"
+	_ "tokenbed/plugins/ftn"
+	_ "tokenbed/plugins/tokenpassing"
 )

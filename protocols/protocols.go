@@ -10,8 +10,9 @@
 // Each protocol's declaration registers itself here from its package's
 // init (Register), which also hands its Schema to package experiments;
 // each half then registers one plug-in value of its own, keyed by the
-// same name (harness/protocol.Register, analysis.Register). One
-// aggregator file per binary links the plug-ins in.
+// same name (harness/protocol.Register, analysis.Register). A link
+// package, plugins/NAME, pairs the two halves, and one aggregator file per
+// binary links each protocol in by one line.
 package protocols
 
 import (

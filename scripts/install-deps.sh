@@ -3,7 +3,8 @@
 # missing: iproute2 (ip, tc: independent read-back of qdiscs), kmod and
 # user-mode-linux (real sch_netem where the host kernel lacks it), tshark
 # (the Wireshark dissector test), etcd-server and etcd-client (the etcd
-# anchor of the FTN lock service), then the Go modules. Safe to run again.
+# anchor of the FTN lock service), chromium (the results browser's tests,
+# driven headless over CDP), then the Go modules. Safe to run again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -16,6 +17,8 @@ command -v tshark >/dev/null 2>&1 || need+=(tshark)
 # etcd (the lock service's anchor, studies/etcdbench): server and etcdctl.
 command -v etcd >/dev/null 2>&1 || need+=(etcd-server)
 command -v etcdctl >/dev/null 2>&1 || need+=(etcd-client)
+# Debian's Chromium: harness/serve's browser tests drive it headless.
+command -v chromium >/dev/null 2>&1 || need+=(chromium)
 
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then

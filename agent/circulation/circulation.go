@@ -94,3 +94,12 @@ type Policy interface {
 	// Deadline returns when Tick must be called next, if ever.
 	Deadline() (time.Time, bool)
 }
+
+// Describer is a policy configuration with figures of its own, derived
+// from its parameters and the membership's size, for the agent's start
+// record (agent_started's detail): e.g. seed 004's k_load.
+type Describer interface {
+	// Describe returns "name=value ..." for a membership of members
+	// agents, the agent included.
+	Describe(members int) string
+}

@@ -69,6 +69,8 @@ type sim struct {
 	skew map[string]time.Duration
 	// tap, if set, sees every datagram put on a link.
 	tap func(from netip.AddrPort, to string, data []byte)
+	// exchange is the passing exchange of nodes added ("": the default).
+	exchange string
 }
 
 var simCA struct {
@@ -113,6 +115,7 @@ func (s *sim) addNode(name string, pol *randomwalk.Policy, peers ...string) *Nod
 	}
 	pc := passing.DefaultConfig()
 	pc = pc.Scaled(10) // 50 ms timeouts against 1 ms links
+	pc.Exchange = s.exchange
 	n, err := New(Config{Name: name, Addr: addr, Key: cred.Key, Cert: cred.Cert, CA: ca.NewVerifier(cred.CA),
 		Passing: pc, Policy: pol, Peers: ms, DirectoryTTL: s.ttl, Rand: rand.New(rand.NewPCG(s.rnd.Uint64(), 2))})
 	if err != nil {
@@ -228,6 +231,21 @@ func (s *sim) run(until time.Time) {
 	s.now = until
 }
 
+// holder runs until some node holds a token, for a minute at most, and
+// returns it.
+func (s *sim) holder() string {
+	for limit := s.now.Add(time.Minute); s.now.Before(limit); {
+		s.run(s.now.Add(time.Millisecond))
+		for name, n := range s.nodes {
+			if len(n.Held()) > 0 {
+				return name
+			}
+		}
+	}
+	s.t.Fatal("nobody held the token within a minute")
+	return ""
+}
+
 func (s *sim) count(kind eventlog.Kind, agent string) int {
 	c := 0
 	for _, e := range s.events {
@@ -268,25 +286,21 @@ func TestSimCirculationWithLoss(t *testing.T) {
 	}
 }
 
-func TestSimRegenerationAfterHolderCrash(t *testing.T) {
-	s := newSim(t, 2)
+// threeNodes is a simulation of A, B and C, each a random walk holding
+// the token 10 ms, A starting with it.
+func threeNodes(t *testing.T, seed uint64) *sim {
+	s := newSim(t, seed)
 	s.addNode("A", rw(10*time.Millisecond, true), "B", "C")
 	s.addNode("B", rw(10*time.Millisecond, false), "A", "C")
 	s.addNode("C", rw(10*time.Millisecond, false), "A", "B")
+	return s
+}
+
+func TestSimRegenerationAfterHolderCrash(t *testing.T) {
+	s := threeNodes(t, 2)
 	s.run(s.now.Add(10 * time.Second))
 	// Crash whoever holds the token.
-	var victim string
-	for limit := s.now.Add(time.Minute); victim == "" && s.now.Before(limit); {
-		s.run(s.now.Add(time.Millisecond))
-		for name, n := range s.nodes {
-			if len(n.Held()) > 0 {
-				victim = name
-			}
-		}
-	}
-	if victim == "" {
-		t.Fatal("nobody held the token within a minute")
-	}
+	victim := s.holder()
 	s.down[victim] = true
 	before := s.count(eventlog.TokenRegenerated, "")
 	s.run(s.now.Add(2 * time.Minute))

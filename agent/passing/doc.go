@@ -3,6 +3,13 @@
 // Endpoint that owns one agent's tokens, sessions and the tokens' soft
 // state.
 //
+// The sender and receiver are one variant of the operation, an Exchange
+// registered by name: "4way" is 002 §3's (Sender, Receiver; the default),
+// "3way" is 004 §4's (Sender3, Receiver3; threeway.go), selected by
+// Config.Exchange. The Endpoint and what follows hold for both, except
+// where a section names the 4-way exchange; the 3-way one's guarantees
+// and departures are in threeway.go and checked by model3_test.go.
+//
 // The machines are pure: no sockets, no clocks, no randomness. Time enters
 // as the now argument of every call; what the machines want done leaves as
 // Effects (datagrams to send, tokens acquired or released, passes that
@@ -26,7 +33,7 @@
 // Commit it allows, so a log written in effect order never shows two
 // holders.
 //
-// # Guarantees (002 §3.1), checked by model_test.go
+// # Guarantees of the 4-way exchange (002 §3.1), checked by model_test.go
 //
 //   - Duplication is excluded: the receiver acquires only on a Commit, which
 //     the sender sends only after it released the token on a valid Ack; a
@@ -35,7 +42,7 @@
 //     receiver still waits for it, or if the holder (or a partner within
 //     the Move→Ack window) crashes.
 //
-// # Deviations from the paper's figures, all on the side of safety
+// # Deviations of the 4-way exchange from 002's figures, all on the side of safety
 //
 //   - A receiver that exhausted its Ack retries still accepts a late Commit
 //     of that session for a while (Config.Linger): the Commit proves the

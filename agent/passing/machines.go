@@ -10,6 +10,12 @@ import (
 // Config holds the timeouts and retry limits of the passing operation.
 // Retries count resends after the first send.
 type Config struct {
+	// Exchange names the variant of the operation (RegisterExchange):
+	// "4way" (002 §3, the default when empty) or "3way" (004 §4). The
+	// fields below are read by the 4-way exchange; the 3-way one reads
+	// MoveTimeout (its wait for the Ack), AckTimeout (its wait for the
+	// Commit) and AckRetries (see threeway.go).
+	Exchange string
 	// MoveTimeout is how long the sender waits for an Ack before it resends
 	// the Move, with its certificate from the first resend on (002 §3).
 	MoveTimeout time.Duration
@@ -76,6 +82,9 @@ func (c Config) DefaultLinger() time.Duration {
 
 // Validate reports the first invalid field by name.
 func (c Config) Validate() error {
+	if _, err := LookupExchange(c.Exchange); err != nil {
+		return fmt.Errorf("exchange: %v", err)
+	}
 	for _, d := range []struct {
 		name string
 		v    time.Duration
@@ -137,7 +146,11 @@ const (
 type Output struct {
 	Send    *Send
 	Outcome Outcome
-	Reason  string // for Completed: "earlystop" or "commit_retries"; Failed: "ack_timeout" or "commit_timeout"
+	// Reason, for Completed: "earlystop" or "commit_retries"; for Failed:
+	// "ack_timeout" or "commit_timeout"; for Succeeded, set only when the
+	// sender is done with this step's send ("commit_sent", 3-way): the
+	// pass completes at once.
+	Reason  string
 	Late    bool   // Acquired by a Commit that came after the receiver gave up
 	Ignored string // non-empty when the message was not acceptable in this state: the reason
 }
@@ -180,6 +193,12 @@ func (s *Sender) skipAck(now time.Time) Output {
 // Holds reports whether the sender still owns the token.
 func (s *Sender) Holds() bool { return s.State == AwaitAck || s.State == SenderFailed }
 
+// Status returns the sender's state.
+func (s *Sender) Status() SenderState { return s.State }
+
+// Started returns when the first Move was sent.
+func (s *Sender) Started() time.Time { return s.Start }
+
 // Deadline returns when Tick must be called next, if ever.
 func (s *Sender) Deadline() (time.Time, bool) {
 	if s.State == AwaitAck || s.State == Committing {
@@ -207,11 +226,20 @@ func (s *Sender) Step(now time.Time, t wire.Type) Output {
 	case s.State == Committing && t == wire.EarlyStop:
 		s.State = SenderDone
 		return Output{Outcome: Completed, Reason: "earlystop"}
-	case s.State == SenderFailed && t == wire.Ack:
+	}
+	return refuse(s.State, t)
+}
+
+// refuse is a sender's answer, of either exchange, to a datagram its
+// state does not take.
+func refuse(s SenderState, t wire.Type) Output {
+	switch {
+	case s == SenderFailed && t == wire.Ack:
 		// A late Ack after the pass failed must never be honoured: the
-		// token may already be on its way to another peer.
+		// token may already be on its way to another peer (004 §4: late
+		// messages are discarded).
 		return Output{Ignored: "pass-failed"}
-	case s.State == SenderDone:
+	case s == SenderDone:
 		return Output{Ignored: "session-done"}
 	}
 	return Output{Ignored: "unexpected-" + t.String()}
@@ -270,13 +298,22 @@ type Receiver struct {
 // carried a certificate, the Ack carries ours (see the package doc).
 func NewReceiver(cfg *Config, now time.Time, moveHadCert bool) (*Receiver, Output) {
 	r := &Receiver{cfg: cfg, State: AwaitCommit, attempts: 1, deadline: now.Add(cfg.AckTimeout)}
+	return r, firstAck(cfg, moveHadCert, &r.State)
+}
+
+// firstAck is a new receiver's answer to the Move, of either exchange;
+// FaultAcquireOnMove makes it take the token at once (state *s).
+func firstAck(cfg *Config, moveHadCert bool, s *ReceiverState) Output {
 	out := Output{Send: &Send{Type: wire.Ack, Attempt: 1, WithCert: moveHadCert}}
 	if cfg.Fault == FaultAcquireOnMove {
-		r.State = ReceiverDone
+		*s = ReceiverDone
 		out.Outcome = Acquired
 	}
-	return r, out
+	return out
 }
+
+// Status returns the receiver's state.
+func (r *Receiver) Status() ReceiverState { return r.State }
 
 // Deadline returns when Tick must be called next, if ever.
 func (r *Receiver) Deadline() (time.Time, bool) {
@@ -292,12 +329,7 @@ func (r *Receiver) Step(now time.Time, t wire.Type) Output {
 	case r.State == AwaitCommit && t == wire.Move:
 		// The sender did not get our Ack (or could not check it): resend it
 		// at once with our certificate, counted against the Ack retries.
-		if r.attempts > r.cfg.AckRetries {
-			return Output{Ignored: "retries-exhausted"}
-		}
-		r.attempts++
-		r.deadline = now.Add(r.cfg.AckTimeout)
-		return Output{Send: &Send{Type: wire.Ack, Attempt: r.attempts, WithCert: true}}
+		return reAck(r.cfg, now, &r.attempts, &r.deadline)
 	case r.State == ReceiverFailed && t == wire.Move:
 		// The sender still holds the token and tries us again (with the same
 		// session, 002 §3): start over. Acquisition still needs a Commit.
@@ -308,12 +340,33 @@ func (r *Receiver) Step(now time.Time, t wire.Type) Output {
 		r.State = ReceiverDone
 		// Exactly one EarlyStop (002 §3).
 		return Output{Outcome: Acquired, Late: late, Send: &Send{Type: wire.EarlyStop, Attempt: 1}}
-	case r.State == ReceiverDone:
+	}
+	return refuseAtReceiver(r.State, t)
+}
+
+// refuseAtReceiver is a receiver's answer, of either exchange, to a
+// datagram its state does not take.
+func refuseAtReceiver(s ReceiverState, t wire.Type) Output {
+	switch s {
+	case ReceiverDone:
 		return Output{Ignored: "session-done"}
-	case r.State == ReceiverExpired:
+	case ReceiverExpired:
 		return Output{Ignored: "session-expired"}
 	}
 	return Output{Ignored: "unexpected-" + t.String()}
+}
+
+// reAck answers a repeated Move of the session, of either exchange: a new
+// Ack with our certificate and a new wait for the Commit, at most
+// AckRetries times (*acks counts the Acks sent), so that a replayed Move
+// cannot draw an unbounded stream of replies.
+func reAck(cfg *Config, now time.Time, acks *int, deadline *time.Time) Output {
+	if *acks > cfg.AckRetries {
+		return Output{Ignored: "retries-exhausted"}
+	}
+	*acks++
+	*deadline = now.Add(cfg.AckTimeout)
+	return Output{Send: &Send{Type: wire.Ack, Attempt: *acks, WithCert: true}}
 }
 
 // Supersede ends the receiver because a newer session of its token
@@ -327,9 +380,12 @@ func (r *Receiver) Step(now time.Time, t wire.Type) Output {
 // the same reason: with compressed holds the token can come back within
 // that wait, and 002 §3.3 counts such a failure as detected by the commit
 // timeout. A receiver that already failed has reported it and just ends.
-func (r *Receiver) Supersede() Output {
-	was := r.State
-	r.State = ReceiverExpired
+func (r *Receiver) Supersede() Output { return supersede(&r.State) }
+
+// supersede is Supersede for a receiver in state *s, of either exchange.
+func supersede(s *ReceiverState) Output {
+	was := *s
+	*s = ReceiverExpired
 	if was == AwaitCommit {
 		return Output{Outcome: Failed, Reason: "commit_timeout"}
 	}

@@ -5,9 +5,9 @@
 // derived from the samples themselves, stated beside it:
 //
 //   - pass latency per direction, p50 and p99: each run's quantile has a
-//     distribution-free confidence interval (order statistics: the
-//     q-quantile of n samples has its rank within nq ± z·√(nq(1−q)));
-//     at z/√2 each, the two overlap unless the quantiles differ at the
+//     distribution-free confidence interval (the order statistics whose
+//     ranks bound the q-quantile under Binomial(n, q): internal/stats);
+//     at the level of z/√2 each, the two overlap unless the quantiles differ at the
 //     99% level. Options.Allowance widens the gap allowed: a stated
 //     budget for what the model leaves out (zero unless the caller
 //     names one);
@@ -39,6 +39,7 @@ import (
 	"strings"
 
 	"tokenbed/analysis"
+	"tokenbed/internal/stats"
 )
 
 // Options are the comparison's confidence levels.
@@ -160,28 +161,6 @@ func causes(s *analysis.Samples) map[string]int {
 	return m
 }
 
-// quantile is the q-quantile of sorted xs as analysis reports it (the
-// ⌈qn⌉-th smallest).
-func quantile(xs []float64, q float64) float64 {
-	return xs[rank(len(xs), q)]
-}
-
-func rank(n int, q float64) int {
-	return min(n-1, max(0, int(math.Ceil(q*float64(n)))-1))
-}
-
-// interval is the distribution-free confidence interval of the
-// q-quantile of sorted xs: the values at ranks nq ± z·√(nq(1−q)).
-func interval(xs []float64, q, z float64) (lo, hi float64) {
-	n := float64(len(xs))
-	w := z * math.Sqrt(n*q*(1-q)) / n
-	l, h := rank(len(xs), q-w), rank(len(xs), q+w)
-	if q+w >= 1 {
-		h = len(xs) - 1
-	}
-	return xs[l], xs[h]
-}
-
 func ms(s float64) string { return fmt.Sprintf("%.2f ms", s*1000) }
 
 // quantileRow compares the q-quantiles of a and b: each has its
@@ -197,11 +176,11 @@ func quantileRow(dir string, q float64, a, b []float64, o Options) Row {
 		r.Tolerance = "at least 2 passes in each run"
 		return r
 	}
-	a, b = sorted(a), sorted(b)
-	qa, qb := quantile(a, q), quantile(b, q)
-	z := o.Z / math.Sqrt2
-	la, ha := interval(a, q, z)
-	lb, hb := interval(b, q, z)
+	a, b = stats.Sorted(a), stats.Sorted(b)
+	qa, qb := stats.Quantile(a, q), stats.Quantile(b, q)
+	level := stats.LevelOfZ(o.Z / math.Sqrt2)
+	la, ha := stats.QuantileCI(a, q, level)
+	lb, hb := stats.QuantileCI(b, q, level)
 	gap := max(0, lb-ha, la-hb)
 	r.A = fmt.Sprintf("%s [%.2f, %.2f] (%d)", ms(qa), la*1000, ha*1000, len(a))
 	r.B = fmt.Sprintf("%s [%.2f, %.2f] (%d)", ms(qb), lb*1000, hb*1000, len(b))
@@ -212,12 +191,6 @@ func quantileRow(dir string, q float64, a, b []float64, o Options) Row {
 	}
 	r.Pass = gap <= o.Allowance
 	return r
-}
-
-func sorted(xs []float64) []float64 {
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	return s
 }
 
 // ksRow compares the return times of agent. With an allowance, b may be
@@ -234,7 +207,8 @@ func ksRow(agent string, a, b []float64, visit float64, o Options) Row {
 		r.Tolerance = "at least 2 return times in each run"
 		return r
 	}
-	d0, p0 := KS(a, b)
+	a, b = stats.Sorted(a), stats.Sorted(b)
+	d0, p0 := stats.KSTest(a, b)
 	d, p := d0, p0
 	r.Diff = fmt.Sprintf("D = %.4f, p = %.3g", d0, p0)
 	if o.Allowance > 0 && visit > 0 {
@@ -246,15 +220,15 @@ func ksRow(agent string, a, b []float64, visit float64, o Options) Row {
 			for j, x := range b {
 				bs[j] = x * f
 			}
-			if di, pi := KS(a, bs); di < d {
+			if di, pi := stats.KSTest(a, bs); di < d {
 				d, p = di, pi
 			}
 		}
 		r.Diff += fmt.Sprintf("; shifted ≤ %s per visit: D = %.4f, p = %.3g", ms(o.Allowance), d, p)
 	}
-	r.A = fmt.Sprintf("mean %.2f s, p99 %.2f s (%d)", mean(a), quantile(sorted(a), 0.99), len(a))
-	r.B = fmt.Sprintf("mean %.2f s, p99 %.2f s (%d)", mean(b), quantile(sorted(b), 0.99), len(b))
-	r.Tolerance = fmt.Sprintf("p ≥ %g (D ≤ %.4f)", o.Alpha, ksCritical(len(a), len(b), o.Alpha))
+	r.A = fmt.Sprintf("mean %.2f s, p99 %.2f s (%d)", mean(a), stats.Quantile(a, 0.99), len(a))
+	r.B = fmt.Sprintf("mean %.2f s, p99 %.2f s (%d)", mean(b), stats.Quantile(b, 0.99), len(b))
+	r.Tolerance = fmt.Sprintf("p ≥ %g (D ≤ %.4f)", o.Alpha, stats.KSCritical(len(a), len(b), o.Alpha))
 	r.Pass = p >= o.Alpha
 	return r
 }
@@ -268,7 +242,7 @@ func mean(xs []float64) float64 {
 }
 
 func binomialRow(figure string, ka, kb int, o Options) Row {
-	p := BinomialTwoSided(ka, ka+kb)
+	p := stats.BinomialTwoSided(ka, ka+kb, 0.5)
 	return Row{Figure: figure, A: fmt.Sprint(ka), B: fmt.Sprint(kb), Diff: fmt.Sprintf("%+d (p = %.3g)", kb-ka, p),
 		Tolerance: fmt.Sprintf("p ≥ %g (binomial, n = %d)", o.Alpha, ka+kb), Pass: p >= o.Alpha}
 }
@@ -318,68 +292,4 @@ func (t Table) Markdown() string {
 		fmt.Fprintf(&b, "\nOutside tolerance: %s.\n", strings.Join(t.Failed(), "; "))
 	}
 	return b.String()
-}
-
-// KS is the two-sample Kolmogorov–Smirnov statistic of a and b and its
-// asymptotic p-value (Stephens' correction for small samples).
-func KS(a, b []float64) (d, p float64) {
-	a, b = sorted(a), sorted(b)
-	i, j := 0, 0
-	na, nb := float64(len(a)), float64(len(b))
-	for i < len(a) && j < len(b) {
-		x := min(a[i], b[j])
-		for i < len(a) && a[i] == x {
-			i++
-		}
-		for j < len(b) && b[j] == x {
-			j++
-		}
-		d = max(d, math.Abs(float64(i)/na-float64(j)/nb))
-	}
-	ne := na * nb / (na + nb)
-	return d, kolmogorovQ((math.Sqrt(ne) + 0.12 + 0.11/math.Sqrt(ne)) * d)
-}
-
-// kolmogorovQ is P(K > λ) of the Kolmogorov distribution.
-func kolmogorovQ(l float64) float64 {
-	if l < 0.2 {
-		return 1
-	}
-	s, sign := 0.0, 1.0
-	for k := 1; k <= 100; k++ {
-		term := sign * math.Exp(-2*float64(k*k)*l*l)
-		s += term
-		if math.Abs(term) < 1e-12 {
-			break
-		}
-		sign = -sign
-	}
-	return min(1, max(0, 2*s))
-}
-
-// ksCritical is the D above which the asymptotic test rejects at alpha.
-func ksCritical(na, nb int, alpha float64) float64 {
-	ne := float64(na) * float64(nb) / float64(na+nb)
-	return math.Sqrt(-0.5*math.Log(alpha/2)) / math.Sqrt(ne)
-}
-
-// BinomialTwoSided is the exact two-sided p-value of k successes in n
-// trials of probability 1/2: the probability of an outcome at most as
-// likely as k.
-func BinomialTwoSided(k, n int) float64 {
-	if n == 0 {
-		return 1
-	}
-	pmf := func(i int) float64 {
-		lg := func(x int) float64 { v, _ := math.Lgamma(float64(x + 1)); return v }
-		return math.Exp(lg(n) - lg(i) - lg(n-i) - float64(n)*math.Ln2)
-	}
-	pk := pmf(k)
-	p := 0.0
-	for i := 0; i <= n; i++ {
-		if q := pmf(i); q <= pk*(1+1e-9) {
-			p += q
-		}
-	}
-	return min(1, p)
 }

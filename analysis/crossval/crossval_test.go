@@ -2,7 +2,6 @@ package crossval
 
 import (
 	"encoding/json"
-	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -83,65 +82,6 @@ func TestAllowance(t *testing.T) {
 	}
 	if !strings.Contains(tab.Markdown(), "Latency allowance 0.60 ms: host cost per pass.") {
 		t.Errorf("the allowance is not stated:\n%s", tab.Markdown())
-	}
-}
-
-func TestKS(t *testing.T) {
-	a := []float64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}
-	if d, p := KS(a, a); d != 0 || p != 1 {
-		t.Errorf("identical samples: D %v p %v, want 0 and 1", d, p)
-	}
-	b := []float64{11, 12, 13, 14, 15, 16, 17, 18, 19, 20}
-	if d, p := KS(a, b); d != 1 || p > 1e-3 {
-		t.Errorf("disjoint samples: D %v p %v, want 1 and < 0.001", d, p)
-	}
-	// Half the distance: the ECDFs differ by 0.5 at most.
-	c := []float64{6, 7, 8, 9, 10, 11, 12, 13, 14, 15}
-	if d, _ := KS(a, c); d != 0.5 {
-		t.Errorf("shifted by half: D %v, want 0.5", d)
-	}
-	// Ties across samples: the ECDFs step together.
-	if d, _ := KS([]float64{1, 1, 2}, []float64{1, 2, 2}); math.Abs(d-1.0/3) > 1e-12 {
-		t.Errorf("ties: D %v, want 1/3", d)
-	}
-}
-
-// The Kolmogorov distribution's tail at its tabulated critical values.
-func TestKolmogorovQ(t *testing.T) {
-	for _, c := range []struct{ l, q float64 }{{1.3581, 0.05}, {1.6276, 0.01}, {1.2239, 0.10}} {
-		if got := kolmogorovQ(c.l); math.Abs(got-c.q) > 2e-4 {
-			t.Errorf("Q(%v) = %v, want %v", c.l, got, c.q)
-		}
-	}
-}
-
-func TestBinomialTwoSided(t *testing.T) {
-	for _, c := range []struct {
-		k, n int
-		p    float64
-	}{{0, 10, 2.0 / 1024}, {5, 10, 1}, {0, 0, 1}, {1, 11, 24.0 / 2048}, {3, 10, 2 * 176.0 / 1024}} {
-		if got := BinomialTwoSided(c.k, c.n); math.Abs(got-c.p) > 1e-9 {
-			t.Errorf("BinomialTwoSided(%d, %d) = %v, want %v", c.k, c.n, got, c.p)
-		}
-	}
-}
-
-// The quantile's interval covers its rank ± z·√(nq(1−q)).
-func TestInterval(t *testing.T) {
-	xs := make([]float64, 100)
-	for i := range xs {
-		xs[i] = float64(i)
-	}
-	// n = 100, q = 0.5: sd of the rank 5, z = 2: the 40th and 60th.
-	if lo, hi := interval(xs, 0.5, 2); lo != 39 || hi != 59 {
-		t.Errorf("interval [%v, %v], want [39, 59]", lo, hi)
-	}
-	// Near the top the interval reaches the maximum.
-	if _, hi := interval(xs, 0.99, 2); hi != 99 {
-		t.Errorf("p99 interval ends at %v, want 99", hi)
-	}
-	if q := quantile(xs, 0.99); q != 98 {
-		t.Errorf("p99 of 0..99 = %v, want 98 (the 99th smallest, as analysis reports)", q)
 	}
 }
 

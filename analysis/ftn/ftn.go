@@ -422,17 +422,35 @@ func data(h *history, r *Report) {
 			continue
 		}
 		reads++
-		// The last write completed before the read began, and the writes
-		// concurrent with it.
-		var last *Op
-		allowed := map[string]bool{}
-		var older []*Op
+		// A read may see any write that began before it ended and that no
+		// other write superseded before it began (one that began after the
+		// first had ended and ended before the read began): a register's
+		// rule. Exclusive holders' writes never overlap, so it allows the
+		// last write completed before the read, and the concurrent ones;
+		// shared holders' writes overlap (001 "Token data": updating by
+		// shared holders is FCFS, in the server's order of arrival, which
+		// the clients do not see), and either of two overlapping writes
+		// may be the later one. The initial "" is superseded by any write
+		// completed before the read.
+		var writes []*Op
 		for _, w := range h.ops {
-			if w.Kind != msg.SetData || w.Name != rd.Name || w.Result != ftnlog.OK && w.Done >= 0 {
-				continue
+			if w.Kind == msg.SetData && w.Name == rd.Name && (w.Result == ftnlog.OK || w.Done < 0) && w.Inv < rd.Done {
+				writes = append(writes, w)
 			}
-			switch {
-			case w.Done >= 0 && w.Done < rd.Inv:
+		}
+		superseded := func(end int64) bool {
+			return slices.ContainsFunc(writes, func(o *Op) bool {
+				return o.Result == ftnlog.OK && o.Done >= 0 && o.Inv > end && o.Done < rd.Inv
+			})
+		}
+		var last *Op
+		var older []*Op
+		allowed := map[string]bool{"": !superseded(-1)}
+		for _, w := range writes {
+			if w.Done < 0 || w.Result != ftnlog.OK || !superseded(w.Done) {
+				allowed[w.Data] = true // concurrent, unknown, or not superseded
+			}
+			if w.Done >= 0 && w.Result == ftnlog.OK && w.Done < rd.Inv {
 				if last == nil || w.Done > last.Done {
 					if last != nil {
 						older = append(older, last)
@@ -441,15 +459,12 @@ func data(h *history, r *Report) {
 				} else {
 					older = append(older, w)
 				}
-			case w.Inv < rd.Done:
-				allowed[w.Data] = true // concurrent (or unknown): may be seen
 			}
 		}
 		lastV := ""
 		if last != nil {
 			lastV = last.Data
 		}
-		allowed[lastV] = true
 		if allowed[rd.Data] {
 			continue
 		}

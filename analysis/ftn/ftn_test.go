@@ -1,7 +1,10 @@
 package ftn
 
 import (
+	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +13,7 @@ import (
 
 	"tokenbed/agent/eventlog"
 	"tokenbed/agent/ftn/client"
+	"tokenbed/agent/ftn/ftnlog"
 	"tokenbed/agent/ftn/ftntest"
 	"tokenbed/agent/ftn/msg"
 	"tokenbed/analysis"
@@ -109,7 +113,8 @@ func TestSwarm(t *testing.T) {
 	if testing.Short() {
 		seeds = 4
 	}
-	w := ftntest.Workload{Names: 4, Shared: 0.3, Rate: 0.3}
+	// Shared holders write too: the data check judges FCFS updates.
+	w := ftntest.Workload{Names: 4, Shared: 0.3, Rate: 0.3, SharedWrites: true}
 	caught := 0
 	judged := map[string]int{}
 	for seed := 1; seed <= seeds; seed++ {
@@ -145,15 +150,49 @@ func TestSwarm(t *testing.T) {
 					judged[n]++
 				}
 			}
+			if !broken {
+				w, o := sharedWrites(r)
+				judged["shared writes"] += w
+				judged["overlapping shared writes"] += o
+			}
 		}
 	}
 	t.Logf("correct servers, %d seeds: checks passed %v; broken servers caught on %d seeds", seeds, judged, caught)
 	if caught == 0 {
 		t.Errorf("the broken servers were never caught in %d seeds", seeds)
 	}
-	if judged["mutual-exclusion"] == 0 || judged["data"] == 0 || judged["liveness"] == 0 {
-		t.Errorf("checks never judged: %v", judged)
+	// Overlapping shared writes are rare here (one round trip is one
+	// round): TestSharedHolders judges them on a fixed schedule.
+	for _, n := range append(slices.Clone(Names), "shared writes") {
+		if judged[n] == 0 {
+			t.Errorf("%s never judged: %v", n, judged)
+		}
 	}
+}
+
+// sharedWrites counts the set-data operations completed under a shared
+// hold, and the pairs of them by two clients on one name that overlap
+// in time (whose order only the server knows).
+func sharedWrites(r *Report) (writes, overlapping int) {
+	var ws []*Op
+	for _, o := range r.Ops {
+		if o.Kind != msg.SetData || o.Result != "ok" {
+			continue
+		}
+		if slices.ContainsFunc(r.Holds, func(h Hold) bool {
+			return h.Op.Client == o.Client && h.Op.Name == o.Name && h.Op.Mode == msg.Shared && h.Start <= o.Inv && o.Done <= h.End
+		}) {
+			ws = append(ws, o)
+		}
+	}
+	for i, a := range ws {
+		for _, b := range ws[i+1:] {
+			if a.Name == b.Name && a.Client != b.Client && a.Inv < b.Done && b.Inv < a.Done {
+				overlapping++
+			}
+		}
+	}
+	return len(ws), overlapping
 }
 
 // TestAdmittedWindow: the expiry scenario (ftntest expiry.txt). c0 is
@@ -184,5 +223,77 @@ func TestAdmittedWindow(t *testing.T) {
 	}
 	if r.MutualExclusion.Verdict != analysis.VerdictPass || r.Fencing.Verdict != analysis.VerdictPass {
 		t.Errorf("mutual exclusion %+v, fencing %+v: want passes", r.MutualExclusion, r.Fencing)
+	}
+}
+
+// TestSharedHolders: the schedule of ftntest shared.txt. Two shared
+// holders of k write it in the same round (their writes overlap; the
+// server applies them FCFS) while an exclusive request waits behind
+// them; the data check judges every read against both writes, and every
+// check passes. The same history with the later read changed to the
+// value the server overwrote fails the data check.
+func TestSharedHolders(t *testing.T) {
+	c, err := ftntest.New(ftntest.Options{Servers: 3, Clients: 4, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	op := func(j int, k msg.Kind, mode msg.Mode, data string) {
+		o := client.Op{Kind: k, Name: "k", Mode: mode}
+		if k == msg.SetData {
+			o.Data = []byte(data)
+		}
+		c.Invoke(j, o)
+	}
+	c.Run(30)
+	op(0, msg.Acquire, msg.Shared, "")
+	op(1, msg.Acquire, msg.Shared, "")
+	c.Run(3)
+	op(2, msg.Acquire, msg.Exclusive, "")
+	c.Run(3)
+	op(1, msg.SetData, 0, "from-c1")
+	op(0, msg.SetData, 0, "from-c0")
+	c.Run(3)
+	op(1, msg.GetData, 0, "")
+	c.Run(3)
+	op(0, msg.Release, 0, "")
+	op(1, msg.Release, 0, "")
+	c.Run(3)
+	op(2, msg.GetData, 0, "")
+	c.Run(3)
+	op(2, msg.Release, 0, "")
+	c.Run(3)
+	log := c.Log()
+	r, err := Check(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w, o := sharedWrites(r); w != 2 || o != 1 {
+		t.Fatalf("%d shared writes, %d overlapping pairs: want 2 and 1", w, o)
+	}
+	for _, n := range Names {
+		if q := r.Requirement(n); q.Verdict != analysis.VerdictPass {
+			t.Errorf("%s: %s %s", n, q.Verdict, q.Detail)
+		}
+	}
+	// c2's read after both writes must see the server's later one
+	// ("from-c0", which arrived second); "" was overwritten by both.
+	bad := slices.Clone(log)
+	changed := false
+	for i, e := range bad {
+		if e.Agent == "c2" && e.Kind == ftnlog.Complete && string(e.Extra["op"]) == `"get-data"` && string(e.Extra["data"]) == `"from-c0"` {
+			bad[i].Extra = maps.Clone(e.Extra)
+			bad[i].Extra["data"] = json.RawMessage(`""`)
+			changed = true
+		}
+	}
+	if !changed {
+		t.Fatal("no get-data of c2 reading from-c0 in the history")
+	}
+	r, err = Check(bad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Data.Verdict != analysis.VerdictFail {
+		t.Errorf("a read of an overwritten value: data %+v, want a failure", r.Data)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -132,20 +133,25 @@ func TestSimulatedRun(t *testing.T) {
 	if cutOff.Instance == leader {
 		cutOff = procs[1]
 	}
-	for _, q := range procs[:3] {
-		if q.Instance != cutOff.Instance {
-			w.SetProfile(cutOff.Addr.Addr(), q.Addr.Addr(), cut)
-			w.SetProfile(q.Addr.Addr(), cutOff.Addr.Addr(), cut)
+	// Each direction's start and end are logged as the runner logs them
+	// (harness/runner cut): one outage_start and one outage_end per
+	// direction, which the checker takes as one fault each.
+	setCut := func(k eventlog.Kind, p netem.Profile) {
+		for _, q := range procs[:3] {
+			if q.Instance == cutOff.Instance {
+				continue
+			}
+			for _, d := range [][2]protocol.Process{{cutOff, q}, {q, cutOff}} {
+				if err := w.SetProfile(d[0].Addr.Addr(), d[1].Addr.Addr(), p); err != nil {
+					t.Fatal(err)
+				}
+				harness = append(harness, eventlog.Event{Agent: "harness", Kind: k, Link: d[0].Instance + ">" + d[1].Instance, MonoNS: mono()})
+			}
 		}
 	}
+	setCut(eventlog.OutageStart, cut)
 	run(45 * time.Second)
-	for _, q := range procs[:3] {
-		if q.Instance != cutOff.Instance {
-			w.SetProfile(cutOff.Addr.Addr(), q.Addr.Addr(), link)
-			w.SetProfile(q.Addr.Addr(), cutOff.Addr.Addr(), link)
-		}
-	}
-	harness = append(harness, eventlog.Event{Agent: "harness", Kind: eventlog.OutageEnd, MonoNS: mono()})
+	setCut(eventlog.OutageEnd, link)
 	run(60 * time.Second)
 	w.Close() // the logs are buffered: on disk once closed
 	evs := harness
@@ -165,5 +171,10 @@ func TestSimulatedRun(t *testing.T) {
 		if q := r.Requirement(n); q.Verdict != analysis.VerdictPass {
 			t.Errorf("%s: %s %s", n, q.Verdict, q.Detail)
 		}
+	}
+	// Four faults (the crash, the restart, the partition's start and its
+	// end), each judged by the requests that completed after it.
+	if len(r.Recovery) != 4 || !strings.HasPrefix(r.Liveness.Detail, "4 faults;") || strings.Contains(r.Liveness.Detail, "not judged") {
+		t.Errorf("liveness judged %d faults, want 4 (crash, restart, partition start and end): %s", len(r.Recovery), r.Liveness.Detail)
 	}
 }

@@ -1,9 +1,6 @@
 package tokenpassing
 
 import (
-	"tokenbed/analysis"
-
-	"bytes"
 	"context"
 	"encoding/json"
 	"encoding/xml"
@@ -15,13 +12,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gopacket/gopacket"
 	"github.com/gopacket/gopacket/pcapgo"
 
 	"tokenbed/agent/wire"
+	"tokenbed/analysis"
 	"tokenbed/experiments"
 	_ "tokenbed/harness/protocol/tokenpassing" // the run half the runner starts
 	"tokenbed/harness/runner"
+	"tokenbed/internal/pcapread"
 	"tokenbed/internal/results"
 	"tokenbed/internal/testenv"
 )
@@ -208,53 +206,17 @@ func TestValidationNamesCaptureDrops(t *testing.T) {
 // addCaptureDrops rewrites a capture with an interface statistics block
 // saying interface iface dropped n packets, as capture.Stop writes one.
 func addCaptureDrops(path string, iface int, n uint64) error {
-	in, err := os.ReadFile(path)
-	if err != nil {
-		return err
-	}
-	r, err := pcapgo.NewNgReader(bytes.NewReader(in), pcapgo.DefaultNgReaderOptions)
-	if err != nil {
-		return err
-	}
-	var pkts [][]byte
-	var cis []gopacket.CaptureInfo
-	for {
-		data, ci, err := r.ReadPacketData()
-		if err != nil {
-			break
+	var received uint64
+	all := func(p *pcapread.Packet) bool {
+		if p.Iface == iface {
+			received++
 		}
-		pkts, cis = append(pkts, data), append(cis, ci)
+		return true
 	}
-	out, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	defer out.Close()
-	var w *pcapgo.NgWriter
-	for i := 0; ; i++ {
-		ifc, err := r.Interface(i)
-		if err != nil {
-			break
-		}
-		if i == 0 {
-			w, err = pcapgo.NewNgWriterInterface(out, ifc, pcapgo.NgWriterOptions{})
-		} else {
-			_, err = w.AddInterface(ifc)
-		}
-		if err != nil {
-			return err
-		}
-	}
-	for i := range pkts {
-		if err := w.WritePacket(cis[i], pkts[i]); err != nil {
-			return err
-		}
-	}
-	st := pcapgo.NgInterfaceStatistics{LastUpdate: time.Now(), PacketsReceived: uint64(len(pkts)), PacketsDropped: n}
-	if err := w.WriteInterfaceStats(iface, st); err != nil {
-		return err
-	}
-	return w.Flush()
+	_, err := copyPcap(path, path, all, func(w *pcapgo.NgWriter) error {
+		return w.WriteInterfaceStats(iface, pcapgo.NgInterfaceStatistics{LastUpdate: time.Now(), PacketsReceived: received, PacketsDropped: n})
+	})
+	return err
 }
 
 func checkBundle(t *testing.T, dir, bundle, token string) {
@@ -280,10 +242,9 @@ func checkBundle(t *testing.T, dir, bundle, token string) {
 
 // dropCommits rewrites a capture without the Commits of one session.
 func dropCommits(path string, session uint64) error {
-	_, err := filterPcap(path, path, func(_ gopacket.CaptureInfo, data []byte) bool {
-		// Ethernet 14 + IPv4 20 + UDP 8: the datagram.
-		if len(data) > 42 {
-			if d, err := wire.Decode(data[42:]); err == nil && d.Type == wire.Commit && d.Session == session {
+	_, err := filterPcap(path, path, func(p *pcapread.Packet) bool {
+		if p.UDP != nil {
+			if d, err := wire.Decode(p.UDP.Payload); err == nil && d.Type == wire.Commit && d.Session == session {
 				return false
 			}
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/gopacket/gopacket/pcapgo"
 
 	"tokenbed/agent/eventlog"
+	"tokenbed/internal/pcapread"
 	"tokenbed/internal/results"
 )
 
@@ -139,24 +140,31 @@ func grepLog(path string, from, to int64) []string {
 // slicePcap copies the packets of src with timestamps in [from, to] (wall
 // ns) into a new pcapng file with the same interfaces.
 func slicePcap(src, dst string, from, to int64) (int, error) {
-	return filterPcap(src, dst, func(ci gopacket.CaptureInfo, _ []byte) bool {
-		ts := ci.Timestamp.UnixNano()
+	return filterPcap(src, dst, func(p *pcapread.Packet) bool {
+		ts := p.Time.UnixNano()
 		return ts >= from && ts <= to
 	})
 }
 
-// filterPcap copies the packets of src that keep accepts into dst (which
-// may be src: it is read whole first), with the same interfaces. pcapng
-// declares interfaces as it goes, so they are copied as packets refer to
-// them.
-func filterPcap(src, dst string, keep func(gopacket.CaptureInfo, []byte) bool) (int, error) {
+// filterPcap copies the records of src that keep accepts into dst (which
+// may be src: it is read whole first), with the same interfaces.
+func filterPcap(src, dst string, keep func(*pcapread.Packet) bool) (int, error) {
+	return copyPcap(src, dst, keep, nil)
+}
+
+// copyPcap copies the records of src that keep accepts into dst, read
+// through the one capture reader (internal/pcapread), then lets finish,
+// when not nil, write blocks of its own at the end. A capture cut inside
+// a record (its writer killed) is copied up to the cut. pcapng declares
+// interfaces as it goes, so they are copied as records refer to them.
+func copyPcap(src, dst string, keep func(*pcapread.Packet) bool, finish func(*pcapgo.NgWriter) error) (int, error) {
 	in, err := os.ReadFile(src)
 	if err != nil {
 		return 0, err
 	}
-	r, err := pcapgo.NewNgReader(bytes.NewReader(in), pcapgo.DefaultNgReaderOptions)
+	r, err := pcapread.NewReader(bytes.NewReader(in))
 	if err != nil {
-		return 0, err
+		return 0, fmt.Errorf("%s: %w", src, err)
 	}
 	out, err := os.Create(dst)
 	if err != nil {
@@ -164,40 +172,48 @@ func filterPcap(src, dst string, keep func(gopacket.CaptureInfo, []byte) bool) (
 	}
 	defer out.Close()
 	var w *pcapgo.NgWriter
-	added := 0
-	n := 0
+	added, n := 0, 0
 	for {
-		data, ci, err := r.ReadPacketData()
+		p, err := r.Next()
 		if err == io.EOF || errors.Is(err, io.ErrUnexpectedEOF) {
 			break
 		}
 		if err != nil {
 			return n, err
 		}
-		if !keep(ci, data) {
+		if !keep(p) {
 			continue
 		}
-		for added <= ci.InterfaceIndex {
+		for ; added <= p.Iface; added++ {
 			ifc, err := r.Interface(added)
 			if err != nil {
 				return n, err
 			}
+			ng := pcapgo.NgInterface{Name: ifc.Name, Description: ifc.Description, LinkType: ifc.LinkType}
 			if w == nil {
-				if w, err = pcapgo.NewNgWriterInterface(out, ifc, pcapgo.NgWriterOptions{}); err != nil {
-					return n, err
-				}
-			} else if _, err := w.AddInterface(ifc); err != nil {
+				w, err = pcapgo.NewNgWriterInterface(out, ng, pcapgo.NgWriterOptions{})
+			} else {
+				_, err = w.AddInterface(ng)
+			}
+			if err != nil {
 				return n, err
 			}
-			added++
 		}
-		if err := w.WritePacket(ci, data); err != nil {
+		// The harness captures whole packets (capturefile.SnapLen): the
+		// captured length is the packet's.
+		ci := gopacket.CaptureInfo{Timestamp: p.Time, CaptureLength: len(p.Data), Length: len(p.Data), InterfaceIndex: p.Iface}
+		if err := w.WritePacket(ci, p.Data); err != nil {
 			return n, err
 		}
 		n++
 	}
-	if w != nil {
-		return n, w.Flush()
+	if w == nil {
+		return n, nil
 	}
-	return n, nil
+	if finish != nil {
+		if err := finish(w); err != nil {
+			return n, err
+		}
+	}
+	return n, w.Flush()
 }

@@ -219,6 +219,11 @@ func (h *history) losses(hs []hold, cf *captureFacts) []Loss {
 			l.Cause, l.Explains, l.Detail = "crash-in-window", true, "the receiver crashed between its Ack and the Commit (002 §3.1)"
 		case leftAt(crashes[p.from], p.mono, p.mono+int64(time.Second)):
 			l.Cause, l.Explains, l.Detail = "crash-in-window", true, "the sender crashed before its Commit got through (002 §3.1)"
+		case h.threeWay[h.logical(p.from)] && commitTimeouts[fmt.Sprintf("%s/%d/%s", tok, p.session, p.to)] &&
+			lateCommitOnly(rejected[commitKey{tok, p.session, p.from, p.to}]):
+			l.Cause, l.Explains = "commit-late", true
+			l.Detail = "the sender got the Ack; its one Commit reached the receiver after the receiver's timeout and was discarded (" +
+				reasonList(rejected[commitKey{tok, p.session, p.from, p.to}]) + "): 004 §4's 3-way exchange loses the token with a late commitment"
 		case rejected[commitKey{tok, p.session, p.from, p.to}] != nil:
 			l.Cause = "commit-rejected"
 			l.Detail = "the sender got the Ack; the receiver got its Commit and rejected it (" + reasonList(rejected[commitKey{tok, p.session, p.from, p.to}]) + ")"
@@ -231,6 +236,10 @@ func (h *history) losses(hs []hold, cf *captureFacts) []Loss {
 			l.Detail = "the capture shows the Commit arriving at the receiver (" + sig + "), which neither acquired the token nor logged the Commit's rejection one by one (a flood's rejections are only counted in rejections_summary)"
 		case commitTimeouts[fmt.Sprintf("%s/%d/%s", tok, p.session, p.to)]:
 			l.Cause, l.Detail = "commit-not-delivered", "the sender got the Ack; every Commit was lost (002 §3.1): the receiver logged none rejected"
+			if h.threeWay[h.logical(p.from)] {
+				l.Explains = true
+				l.Detail = "the sender got the Ack; its one Commit was lost, and 004 §4's 3-way exchange loses the token with it: the receiver logged none rejected"
+			}
 			if cf.present {
 				l.Detail += " and the capture shows none arriving"
 			} else {

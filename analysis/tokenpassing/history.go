@@ -28,6 +28,9 @@ type history struct {
 	// clock is, per sender and receiver, the largest lower bound on how
 	// far the receiver's wall clock was behind the sender's (clock.go).
 	clock map[clockPair]clockLag
+	// threeWay names the agents running 004 §4's 3-way exchange
+	// (threeWayAgents): their lost commitments explain token losses.
+	threeWay map[string]bool
 }
 
 // ev is one kept event.

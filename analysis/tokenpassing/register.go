@@ -125,6 +125,7 @@ type part struct {
 var _ analysis.Part = (*part)(nil)
 
 func newPart(c *analysis.Context, h *history, cf *captureFacts, b *bundler) *part {
+	h.threeWay = threeWayAgents(c.Experiment())
 	return &part{info: c.Info(), topo: c.Topology(), exp: c.Experiment(), h: h, cf: cf, b: b, hs: h.holds(), paper: h.paperTimes(c.Info()),
 		f: &Figures{Rejections: map[string]int{}}, s: c.Summary()}
 }

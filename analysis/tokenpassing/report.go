@@ -128,7 +128,7 @@ func sections(s *summary, exp *experiments.Experiment, plots []string, plotNote 
 	if len(s.Losses) == 0 {
 		p("None.\n")
 	} else {
-		p("| paper time | token | cause | agent | session | explained by a crash |\n|---|---|---|---|---|---|\n")
+		p("| paper time | token | cause | agent | session | explained (a crash, 002 §3.1; a lost 3-way commitment, 004 §4) |\n|---|---|---|---|---|---|\n")
 		for _, l := range s.Losses {
 			p("| %.0f s | %s | %s | %s | %d | %v |\n", l.PaperS, l.Token, l.Cause, l.Agent, l.Session, l.Explain)
 		}

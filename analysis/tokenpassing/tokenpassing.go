@@ -201,8 +201,19 @@ func checkLoss(s *summary, h *history, hs []hold, cf *captureFacts, exp *experim
 	if !cf.present {
 		lost = "no capture to count datagrams lost by the network"
 	}
-	r.Detail = fmt.Sprintf("%d tokens held; %d token losses (%d explained by a crash of the holder, 002 §3.1); %d not, tolerated %d; %s",
-		len(tokens(hs)), len(losses), len(losses)-unexplained, unexplained, maxUnexplained, lost)
+	explained := fmt.Sprintf("%d explained by a crash of the holder, 002 §3.1, or injected by lose-token", len(losses)-unexplained)
+	if len(h.threeWay) > 0 {
+		byCommit := 0
+		for _, l := range losses {
+			if l.Explains && commitLossCause(l.Cause) {
+				byCommit++
+			}
+		}
+		explained = fmt.Sprintf("%d explained by a crash of the holder, 002 §3.1, or injected by lose-token, %d by a commitment lost in 004 §4's 3-way exchange",
+			len(losses)-unexplained-byCommit, byCommit)
+	}
+	r.Detail = fmt.Sprintf("%d tokens held; %d token losses (%s); %d not, tolerated %d; %s",
+		len(tokens(hs)), len(losses), explained, unexplained, maxUnexplained, lost)
 	if firstBad != nil {
 		r.Detail += fmt.Sprintf("; first unexplained: %s %s: %s", firstBad.Token, firstBad.Cause, firstBad.Detail)
 		r.Bundle = b.bundle("loss", firstBad.Token, firstBad.Session, firstBad.Mono, "token lost: "+firstBad.Cause+": "+firstBad.Detail)

@@ -29,7 +29,12 @@ type capFile struct {
 }
 
 // readFile reads a whole pcapng file with gopacket's reader, which must
-// reach a clean end of file (no partial block).
+// reach a clean end of file (no partial block). It reads the blocks raw,
+// not through the analyses' reader (internal/pcapread), because these
+// tests check what the writer put in each block, down to what the
+// analyses' reader leaves out: the section's comment, the statistics
+// blocks' received counts and end times, the annotations' packet
+// comments.
 func readFile(t testing.TB, path string) capFile {
 	t.Helper()
 	f, err := os.Open(path)

@@ -18,8 +18,9 @@
 // Token passing (seed 002: protocols/tokenpassing, run half
 // harness/protocol/tokenpassing) and the FTN lock service (seed 001:
 // protocols/ftn, harness/protocol/ftn, servers and clients) are the
-// plug-ins; the harness binary links them in by one aggregator file
-// (harness/plugins.go).
+// plug-ins; plugins/NAME pairs a protocol's run half with its analysis
+// half, and the harness binary links each in by one line of its
+// aggregator file (harness/plugins.go).
 //
 // Adding a protocol: see docs/extending/protocol.md.
 package protocol

@@ -13,7 +13,6 @@ import (
 	"tokenbed/harness/backend/nsbackend"
 	"tokenbed/harness/runner/runnertest"
 	"tokenbed/harness/sim"
-	"tokenbed/netem"
 )
 
 // clockExperiment gives A a clock 1.5 s ahead running 100 ppm fast and B
@@ -63,10 +62,7 @@ func TestClockOffsetsReachTheAgents(t *testing.T) {
 			e, path := load(t, clockExperiment)
 			impair := ImpairSim
 			if c.name != "sim" {
-				impair = ImpairUserspace
-				if netem.CheckKernel(NewRunID()) == nil {
-					impair = ImpairKernel
-				}
+				impair = hostImpair()
 			}
 			dir, err := Run(t.Context(), Options{Experiment: e, ExperimentFile: path, ResultsRoot: t.TempDir(),
 				Backend: c.be(t), Impair: impair, ImpairReason: "test", AgentBin: agentBin, Log: quiet})

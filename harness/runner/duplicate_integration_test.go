@@ -10,15 +10,13 @@ import (
 	"strings"
 	"testing"
 	"time"
-	"tokenbed/internal/netlinkdump"
 
-	"github.com/gopacket/gopacket"
-	"github.com/gopacket/gopacket/layers"
-	"github.com/gopacket/gopacket/pcapgo"
 	"github.com/vishvananda/netlink"
 
 	"tokenbed/harness/backend"
 	"tokenbed/harness/backend/nsbackend"
+	"tokenbed/internal/netlinkdump"
+	"tokenbed/internal/pcapread"
 	"tokenbed/internal/results"
 	"tokenbed/internal/testenv"
 	"tokenbed/internal/uml/umltest"
@@ -178,35 +176,32 @@ func extraCopies(t *testing.T, path string) map[string]int {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	r, err := pcapgo.NewNgReader(f, pcapgo.DefaultNgReaderOptions)
+	r, err := pcapread.NewReader(f)
 	if err != nil {
 		t.Fatal(err)
 	}
 	names := map[string]string{"10.77.0.1": "A", "10.77.0.2": "B", "10.77.0.3": "C"}
 	seen := map[string]map[string]int{}
 	for {
-		data, ci, err := r.ReadPacketData()
+		p, err := r.Next()
 		if err == io.EOF {
 			break
 		}
 		if err != nil {
 			t.Fatal(err)
 		}
-		intf, _ := r.Interface(ci.InterfaceIndex)
 		// Ethernet on veths, raw IP on TUN devices; the harness's
-		// annotations decode to neither IPv4 nor UDP.
-		pkt := gopacket.NewPacket(data, intf.LinkType, gopacket.Default)
-		ip, _ := pkt.Layer(layers.LayerTypeIPv4).(*layers.IPv4)
-		udp, _ := pkt.Layer(layers.LayerTypeUDP).(*layers.UDP)
-		if ip == nil || udp == nil {
+		// annotations are neither IPv4 nor UDP.
+		if p.UDP == nil || !p.Src.Is4() {
 			continue
 		}
+		intf, _ := r.Interface(p.Iface)
 		inst, _, _ := strings.Cut(intf.Name, "/") // "A/eth0", or "A/" and a TUN device
-		k := inst + " " + names[ip.SrcIP.String()] + ">" + names[ip.DstIP.String()]
+		k := inst + " " + names[p.Src.String()] + ">" + names[p.Dst.String()]
 		if seen[k] == nil {
 			seen[k] = map[string]int{}
 		}
-		seen[k][string(udp.Payload)]++
+		seen[k][string(p.UDP.Payload)]++
 	}
 	out := map[string]int{}
 	for k, m := range seen {

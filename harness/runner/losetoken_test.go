@@ -18,8 +18,8 @@ import (
 	"tokenbed/netem"
 )
 
-// loseWandering is seed 003's policy on ten agents (Table 1's Δop and
-// Δskip; N_max 10, so Δmin 20 s and γ_generate 200 s) with a token loss
+// loseWandering is seed 003's policy on five agents (Table 1's Δop and
+// Δskip; N_max 5, so Δmin 10 s and γ_generate 50 s) with a token loss
 // event every 1000 s on average (the exponential reading of γ_loss) over
 // 4·10^4 s: about 40 losses.
 const loseWandering = `
@@ -30,18 +30,13 @@ defaults:
   role: wandering
   profile: "delay 1ms"
   agent:
-    wandering: {nmax: 10}
+    wandering: {nmax: 5}
 agents:
   - {name: a0, generate: true}
   - {name: a1}
   - {name: a2}
   - {name: a3}
   - {name: a4}
-  - {name: a5}
-  - {name: a6}
-  - {name: a7}
-  - {name: a8}
-  - {name: a9}
 schedule:
   - {action: lose-token, at: 0s, every: 1000s}
 `
@@ -88,7 +83,7 @@ func TestLoseTokenInTheSimulator(t *testing.T) {
 	var lost, regen []int64 // mono_ns
 	lostTok := map[string]bool{}
 	acquiredAfter := map[string]int64{}
-	for i := range 10 {
+	for i := range 5 {
 		evs, err := eventlog.ReadFile(filepath.Join(dir, "logs", "a"+string(rune('0'+i))+".jsonl"))
 		if err != nil {
 			t.Fatal(err)
@@ -169,10 +164,7 @@ agents:
 schedule:
   - {action: lose-token, at: 0s, every: 5s, distribution: periodic}
 `)
-	impair := ImpairUserspace
-	if netem.CheckKernel(NewRunID()) == nil {
-		impair = ImpairKernel
-	}
+	impair := hostImpair()
 	dir, err := Run(t.Context(), Options{Experiment: e, ExperimentFile: path, ResultsRoot: t.TempDir(),
 		Backend: nsbackend.New(), Impair: impair, ImpairReason: "test", AgentBin: agentBin, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
@@ -201,4 +193,13 @@ schedule:
 	if n := lossesOfCause(t, dir, "lost-in-transit"); n != lost {
 		t.Errorf("analysis: %d losses lost-in-transit, want %d", n, lost)
 	}
+}
+
+// hostImpair is the impairment of a run on this host: kernel netem
+// where the kernel has it, else the userspace engine.
+func hostImpair() string {
+	if netem.CheckKernel(NewRunID()) == nil {
+		return ImpairKernel
+	}
+	return ImpairUserspace
 }

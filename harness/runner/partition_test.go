@@ -11,7 +11,6 @@ import (
 	"tokenbed/harness/backend/nsbackend"
 	"tokenbed/harness/runner/runnertest"
 	"tokenbed/harness/sim"
-	"tokenbed/netem"
 )
 
 // A partition step cuts exactly the links between its groups, at once,
@@ -51,10 +50,7 @@ func TestPartitionCutsTheLinksBetweenGroups(t *testing.T) {
 			e, path := load(t, fmt.Sprintf(runnertest.PartitionExperiment, c.scale))
 			impair := ImpairSim
 			if c.name != "sim" {
-				impair = ImpairUserspace
-				if netem.CheckKernel(NewRunID()) == nil {
-					impair = ImpairKernel
-				}
+				impair = hostImpair()
 			}
 			dir, err := Run(t.Context(), Options{Experiment: e, ExperimentFile: path, ResultsRoot: t.TempDir(),
 				Backend: be, Impair: impair, ImpairReason: "test", AgentBin: agentBin, Log: quiet})

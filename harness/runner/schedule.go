@@ -281,10 +281,7 @@ func (r *run) crash(s experiments.Step, rep int) error {
 		}
 	}
 	for _, inst := range targets {
-		r.mu.Lock()
-		ar := r.agents[inst]
-		running := ar.running
-		r.mu.Unlock()
+		ar, running := r.running(inst)
 		if !running {
 			r.event(eventlog.Event{Kind: eventlog.HarnessNotice, Peer: inst, Reason: "crash_skipped", Detail: "agent not running"})
 			continue
@@ -343,10 +340,7 @@ func (r *run) loseToken(s experiments.Step, rep int) error {
 		}
 	}
 	inst := targets[0]
-	r.mu.Lock()
-	ar := r.agents[inst]
-	running := ar.running
-	r.mu.Unlock()
+	ar, running := r.running(inst)
 	if !running {
 		r.event(eventlog.Event{Kind: eventlog.HarnessNotice, Peer: inst, Reason: "lose_token_skipped", Detail: "agent not running"})
 		return nil
@@ -441,6 +435,14 @@ func (r *run) targets(name string, rep int) []string {
 		return []string{inst}
 	}
 	return nil
+}
+
+// running returns inst's agent and whether it runs.
+func (r *run) running(inst string) (*agentRun, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ar := r.agents[inst]
+	return ar, ar.running
 }
 
 func (r *run) isRunning(inst string) bool {

@@ -14,13 +14,12 @@ import (
 
 	"tokenbed/agent/eventlog"
 	"tokenbed/analysis"
-	_ "tokenbed/analysis/tokenpassing" // token passing's checkers
 	"tokenbed/experiments"
 	"tokenbed/harness/backend"
-	_ "tokenbed/harness/protocol/tokenpassing"
 	"tokenbed/harness/runner"
 	"tokenbed/harness/sim"
 	"tokenbed/internal/results"
+	_ "tokenbed/plugins/tokenpassing" // token passing: the run half and its checkers
 )
 
 // simRun runs the experiment file in the simulator as harness run

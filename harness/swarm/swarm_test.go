@@ -11,9 +11,8 @@ import (
 	"testing"
 	"time"
 
-	_ "tokenbed/analysis/tokenpassing" // token passing's analysis (the swarm judges with it)
 	"tokenbed/experiments"
-	_ "tokenbed/harness/protocol/tokenpassing"
+	_ "tokenbed/plugins/tokenpassing" // token passing: the run half and the analysis the swarm judges with
 )
 
 const testExperiment = "testdata/three-agents-swarm.yaml"

@@ -6,9 +6,10 @@
 // packets its kernel rings dropped (pcapng interface statistics blocks,
 // written by harness/capture at Stop) and whether the file ends cleanly.
 //
-// Every analysis of a capture reads through it (analysis/tokenpassing,
-// analysis/ftn, analysis/pcaptimeline), so a datagram is the same datagram
-// to all of them: a checker that skipped fragments would miss an FTN
+// Every analysis of a capture reads through it (analysis/tokenpassing and
+// its failure bundles' slices, analysis/ftn, analysis/pcaptimeline), and
+// so do the tests that read a run's capture, so a datagram is the same
+// datagram to all of them: a checker that skipped fragments would miss an FTN
 // global state listing tens of clients (larger than the MTU), and one that
 // ignored the interface statistics could take the capture's loss for the
 // network's.
@@ -39,10 +40,13 @@ import (
 const LinkTypeUpperPDU layers.LinkType = 252
 
 // Interface is one capture interface: harness/capture names agent
-// interfaces "INSTANCE/DEVICE".
+// interfaces "INSTANCE/DEVICE" and describes each (the device, its MAC),
+// which a copy of the capture keeps (analysis/tokenpassing's failure
+// bundles).
 type Interface struct {
-	Name     string // "" when the file does not name it; "pcap" for a pcap file
-	LinkType layers.LinkType
+	Name        string // "" when the file does not name it; "pcap" for a pcap file
+	Description string // "" when the file does not describe it
+	LinkType    layers.LinkType
 }
 
 // IfaceStats is one interface statistics block, in file order.
@@ -199,7 +203,7 @@ func (r *Reader) Interface(i int) (Interface, error) {
 	if err != nil {
 		return Interface{}, err
 	}
-	return Interface{Name: ifc.Name, LinkType: ifc.LinkType}, nil
+	return Interface{Name: ifc.Name, Description: ifc.Description, LinkType: ifc.LinkType}, nil
 }
 
 // Stats is what the reader has learnt so far; read to the end (io.EOF),

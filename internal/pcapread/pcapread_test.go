@@ -27,7 +27,7 @@ type capture struct {
 
 func newCapture(t *testing.T) *capture {
 	c := &capture{t: t}
-	w, err := pcapgo.NewNgWriterInterface(&c.buf, pcapgo.NgInterface{Name: "A/veth", LinkType: layers.LinkTypeEthernet, SnapLength: 65535},
+	w, err := pcapgo.NewNgWriterInterface(&c.buf, pcapgo.NgInterface{Name: "A/veth", Description: "veth of A", LinkType: layers.LinkTypeEthernet, SnapLength: 65535},
 		pcapgo.DefaultNgWriterOptions)
 	if err != nil {
 		t.Fatal(err)
@@ -232,5 +232,51 @@ func TestReaderIPv4Bytes(t *testing.T) {
 		if p.Fragment || !bytes.Equal(p.IPv4, want) || (want == nil) != (p.IPv4 == nil) {
 			t.Errorf("record %d: fragment %v, IPv4 % x; want % x", i+1, p.Fragment, p.IPv4, want)
 		}
+	}
+}
+
+// The interfaces are read as the file declares them, with their names,
+// descriptions and link types; a pcap file has one, named "pcap".
+func TestReaderInterfaces(t *testing.T) {
+	c := newCapture(t)
+	c.write(1, 0, udpFragments(t, []byte("short"), false)[0])
+	if err := c.w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	r, err := pcapread.NewReader(&c.buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Next(); err != nil {
+		t.Fatal(err)
+	}
+	want := []pcapread.Interface{{Name: "A/veth", Description: "veth of A", LinkType: layers.LinkTypeEthernet},
+		{Name: "B/tun", LinkType: layers.LinkTypeRaw}, {Name: "harness", LinkType: pcapread.LinkTypeUpperPDU}}
+	if r.NInterfaces() != len(want) {
+		t.Fatalf("%d interfaces, want %d", r.NInterfaces(), len(want))
+	}
+	for i, w := range want {
+		if got, err := r.Interface(i); err != nil || got != w {
+			t.Errorf("interface %d: %+v, %v; want %+v", i, got, err, w)
+		}
+	}
+	if _, err := r.Interface(len(want)); err == nil {
+		t.Errorf("interface %d: no error, want one (the file declares %d)", len(want), len(want))
+	}
+
+	var buf bytes.Buffer
+	pw := pcapgo.NewWriterNanos(&buf)
+	if err := pw.WriteFileHeader(65535, layers.LinkTypeEthernet); err != nil {
+		t.Fatal(err)
+	}
+	pr, err := pcapread.NewReader(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := pr.Interface(0); err != nil || got != (pcapread.Interface{Name: "pcap", LinkType: layers.LinkTypeEthernet}) || pr.NInterfaces() != 1 {
+		t.Errorf("pcap file: interface %+v, %v, %d interfaces; want one, pcap, Ethernet", got, err, pr.NInterfaces())
+	}
+	if _, err := pr.Interface(1); err == nil {
+		t.Error("pcap file: interface 1: no error, want one")
 	}
 }

@@ -17,6 +17,8 @@ import (
 	"fmt"
 	"math"
 	"strings"
+
+	"tokenbed/internal/stats"
 )
 
 // Tolerances, stated in the report.
@@ -107,25 +109,25 @@ func Indicators(t *Trace) (lost, dup, reordered []bool) {
 // Calibration is a side's fixed measurement overhead: the median delay of
 // a "delay 2ms" trace less 2 ms.
 func Calibration(t *Trace, nominalMS float64) float64 {
-	return Percentile(sortedCopy(Delays(t, 0)), 0.5) - nominalMS
+	return stats.Quantile(stats.Sorted(Delays(t, 0)), 0.5) - nominalMS
 }
 
 // Compare compares one profile's kernel and userspace traces, each with
 // its side's calibrated overhead (ms) subtracted from its delays.
 func Compare(name string, k, u *Trace, calK, calU float64) Result {
 	r := Result{Name: name, Kernel: k.Profile, User: u.Profile, Pass: true}
-	dk, du := sortedCopy(Delays(k, calK)), sortedCopy(Delays(u, calU))
+	dk, du := stats.Sorted(Delays(k, calK)), stats.Sorted(Delays(u, calU))
 	r.Samples = [2]int{len(dk), len(du)}
 	for _, p := range []float64{0.5, 0.9, 0.99} {
 		m := Metric{Name: fmt.Sprintf("delay p%g", p*100), Unit: "ms", Applicable: len(dk) > 0 && len(du) > 0}
 		if m.Applicable {
-			m.Kernel, m.User = Percentile(dk, p), Percentile(du, p)
+			m.Kernel, m.User = stats.Quantile(dk, p), stats.Quantile(du, p)
 			m.Diff = m.User - m.Kernel
 			m.Tol = max(DelayAbsMS, DelayRel*math.Abs(m.Kernel))
 			m.Method = fmt.Sprintf("max(%gms,%g%%)", DelayAbsMS, DelayRel*100)
 			m.Pass = math.Abs(m.Diff) <= m.Tol
-			kl, kh := PercentileCI(dk, p, Z99)
-			ul, uh := PercentileCI(du, p, Z99)
+			kl, kh := stats.QuantileCI(dk, p, 0.99)
+			ul, uh := stats.QuantileCI(du, p, 0.99)
 			if (kh-kl)/2 > m.Tol || (uh-ul)/2 > m.Tol {
 				// 2000 samples cannot pin this percentile to the fixed
 				// tolerance: the 99% order-statistic CIs must overlap.
@@ -137,10 +139,10 @@ func Compare(name string, k, u *Trace, calK, calU float64) Result {
 	}
 	ks := Metric{Name: "KS D", Applicable: len(dk) > 1 && len(du) > 1}
 	if ks.Applicable {
-		d, shift := KSShift(dk, du, KSShiftMS, KSStepMS)
+		d, shift := stats.KSMinShift(dk, du, KSShiftMS, KSStepMS)
 		ks.Kernel, ks.User = math.NaN(), math.NaN()
-		ks.Diff = KSBand(dk, du, KSShiftMS)
-		ks.Tol = KSCritical(len(dk), len(du))
+		ks.Diff = stats.KSBand(dk, du, KSShiftMS)
+		ks.Tol = stats.KSCritical(len(dk), len(du), 0.01)
 		ks.Method = fmt.Sprintf("±%gms band; global shift: D=%.3f at %+.2fms", KSShiftMS, d, shift)
 		ks.Pass = ks.Diff <= ks.Tol
 	}
@@ -255,7 +257,7 @@ func Markdown(results []Result) string {
 
 // TolerancesText states the tolerances, for the report.
 var TolerancesText = fmt.Sprintf(`Tolerances:
-- delay p50/p90/p99 (after subtracting each side's calibration): |u−k| ≤ max(%g ms, %g%% of the kernel's value). Where the 99%% order-statistic confidence interval of either side's percentile (ranks n·p ∓ 2.576·sqrt(n·p·(1−p))) is wider than that tolerance (wide jitter: 2000 samples cannot pin the percentile), the metric also passes when the two 99%% CIs overlap; the method column then shows "CI99" and both intervals.
+- delay p50/p90/p99 (after subtracting each side's calibration): |u−k| ≤ max(%g ms, %g%% of the kernel's value). Where the 99%% order-statistic confidence interval of either side's percentile (the order statistics whose ranks bound it with probability 0.99 under Binomial(n, p)) is wider than that tolerance (wide jitter: 2000 samples cannot pin the percentile), the metric also passes when the two 99%% CIs overlap; the method column then shows "CI99" and both intervals.
 - KS D: two-sample Kolmogorov–Smirnov statistic against the α=0.01 critical value 1.628·sqrt((n+m)/(n·m)), with a ±%g ms allowance. The verdict uses the band form: D = the least ε with F_k(x−0.5ms)−ε ≤ F_u(x) ≤ F_k(x+0.5ms)+ε for all x (the probability mass that must move by more than 0.5 ms). The method column also shows the plain global-shift form (D minimised over shifts of the userspace sample within ±0.5 ms, grid %g ms), which is never smaller: it fails every zero-jitter profile (delay 10ms, reorder) because there it compares the two sides' measurement noises (a few tens of µs wide, of different shapes: UML guest vs host) rather than netem's delay.
 - loss, duplicate and reorder rates: |u−k| within the 99%% CI of the difference of two proportions, 2.576·sqrt(se_k²+se_u²), each se the larger of the binomial one and a 20-batch batch-means one (bursty and correlated processes vary more than binomially). Loss counts every probe that never arrived intact (corrupted datagrams fail the UDP checksum and are dropped by the receiver's kernel: corrupt shows as loss). Reorder: a first arrival with a lower sequence number than one already received (RFC 4737).
 - mean loss burst length (runs of consecutive lost probes): |u−k| within the 99%% CI of the difference of means (needs ≥5 bursts per side, else n/a).
@@ -276,6 +278,6 @@ func spacing(t *Trace) string {
 		}
 		d = append(d, float64(t.SentNS[i]-t.SentNS[i-max(t.Probe.Burst, 1)])/1e6)
 	}
-	d = sortedCopy(d)
-	return fmt.Sprintf("%.3f/%.3f/%.3f", Percentile(d, 0.01), Percentile(d, 0.5), Percentile(d, 0.99))
+	d = stats.Sorted(d)
+	return fmt.Sprintf("%.3f/%.3f/%.3f", stats.Quantile(d, 0.01), stats.Quantile(d, 0.5), stats.Quantile(d, 0.99))
 }

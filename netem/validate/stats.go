@@ -1,93 +1,9 @@
 package validate
 
-import (
-	"math"
-	"slices"
-)
+import "math"
 
 // Z99 is the two-sided 99% standard normal quantile.
 const Z99 = 2.5758293035489
-
-// KSCoef01 is c(α) of the two-sample Kolmogorov–Smirnov test at α = 0.01:
-// sqrt(-ln(α/2)/2).
-var KSCoef01 = math.Sqrt(-math.Log(0.01/2) / 2)
-
-// Percentile is the nearest-rank p-quantile (0 < p ≤ 1) of sorted
-// samples: the ⌈p·n⌉-th smallest value.
-func Percentile(sorted []float64, p float64) float64 {
-	n := len(sorted)
-	if n == 0 {
-		return math.NaN()
-	}
-	k := int(math.Ceil(p*float64(n))) - 1
-	return sorted[min(max(k, 0), n-1)]
-}
-
-// PercentileCI is the distribution-free (order-statistic) confidence
-// interval of the p-quantile from sorted samples at the two-sided level
-// given by z (Z99 for 99%): the order statistics of ranks
-// n·p ∓ z·sqrt(n·p·(1-p)), the normal approximation of the binomial
-// number of samples below the true quantile.
-func PercentileCI(sorted []float64, p, z float64) (lo, hi float64) {
-	n := len(sorted)
-	if n == 0 {
-		return math.NaN(), math.NaN()
-	}
-	np := float64(n) * p
-	h := z * math.Sqrt(np*(1-p))
-	l := int(math.Floor(np-h)) - 1 // 0-based
-	u := int(math.Ceil(np + h))    // 0-based rank of the (⌈np+h⌉+1)-th value
-	return sorted[min(max(l, 0), n-1)], sorted[min(max(u, 0), n-1)]
-}
-
-// KS is the two-sample Kolmogorov–Smirnov statistic D = sup |F_a − F_b| of
-// two sorted samples, with b shifted by shift (b+shift).
-func KS(a, b []float64, shift float64) float64 {
-	n, m := len(a), len(b)
-	if n == 0 || m == 0 {
-		return math.NaN()
-	}
-	i, j := 0, 0
-	d := 0.0
-	for i < n && j < m {
-		x := min(a[i], b[j]+shift)
-		for i < n && a[i] <= x {
-			i++
-		}
-		for j < m && b[j]+shift <= x {
-			j++
-		}
-		d = max(d, math.Abs(float64(i)/float64(n)-float64(j)/float64(m)))
-	}
-	return d
-}
-
-// KSShift is the smallest KS statistic over shifts of b in
-// [-maxShift, +maxShift], tried on a grid of step (and at 0), and the shift
-// that gives it.
-func KSShift(a, b []float64, maxShift, step float64) (d, shift float64) {
-	d = KS(a, b, 0)
-	if step <= 0 || maxShift <= 0 {
-		return d, 0
-	}
-	steps := int(math.Round(maxShift / step))
-	for k := -steps; k <= steps; k++ {
-		s := float64(k) * step
-		if x := KS(a, b, s); x < d {
-			d, shift = x, s
-		}
-	}
-	return d, shift
-}
-
-// KSCritical is the two-sample KS critical value at α = 0.01 for samples
-// of n and m: c(α)·sqrt((n+m)/(n·m)).
-func KSCritical(n, m int) float64 {
-	if n == 0 || m == 0 {
-		return math.NaN()
-	}
-	return KSCoef01 * math.Sqrt(float64(n+m)/float64(n*m))
-}
 
 // Rate is an estimated proportion with its standard error.
 type Rate struct {
@@ -181,48 +97,4 @@ func meanSD(x []float64) (mean, sd float64) {
 		sd += (v - mean) * (v - mean)
 	}
 	return mean, math.Sqrt(sd / float64(len(x)-1))
-}
-
-// sortedCopy returns x sorted, leaving x alone.
-func sortedCopy(x []float64) []float64 {
-	s := slices.Clone(x)
-	slices.Sort(s)
-	return s
-}
-
-// ecdf is the empirical CDF of sorted at v: the fraction of samples ≤ v.
-func ecdf(sorted []float64, v float64) float64 {
-	i, _ := slices.BinarySearchFunc(sorted, v, func(e, t float64) int {
-		if e <= t {
-			return -1
-		}
-		return 1
-	})
-	return float64(i) / float64(len(sorted))
-}
-
-// KSBand is the Kolmogorov–Smirnov statistic with a tolerance band of
-// ±delta on the value axis: the smallest ε with
-//
-//	F_a(x−delta) − ε ≤ F_b(x) ≤ F_a(x+delta) + ε  for all x,
-//
-// that is, how much probability mass must move farther than delta (the
-// Lévy-metric construction). Delta 0 gives KS(a, b, 0); a global shift of
-// b by s with |s| ≤ delta costs nothing, so KSBand ≤ KSShift's minimum
-// over shifts within ±delta, and differences of shape narrower than delta
-// (two measurement noises of a few tens of µs) are forgiven too.
-func KSBand(a, b []float64, delta float64) float64 {
-	if len(a) == 0 || len(b) == 0 {
-		return math.NaN()
-	}
-	d := 0.0
-	// sup F_a(x−δ) − F_b(x): at the jumps of F_a(·−δ), x = a_i+δ.
-	for _, v := range a {
-		d = max(d, ecdf(a, v)-ecdf(b, v+delta))
-	}
-	// sup F_b(x) − F_a(x+δ): at the jumps of F_b, x = b_j.
-	for _, v := range b {
-		d = max(d, ecdf(b, v)-ecdf(a, v+delta))
-	}
-	return d
 }

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"tokenbed/internal/stats"
 )
 
 func near(t *testing.T, name string, got, want, tol float64) {
@@ -15,86 +17,8 @@ func near(t *testing.T, name string, got, want, tol float64) {
 	}
 }
 
-func TestPercentileNearestRank(t *testing.T) {
-	x := []float64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}
-	for _, c := range []struct{ p, want float64 }{{0.5, 5}, {0.9, 9}, {0.99, 10}, {0.1, 1}, {0.11, 2}, {1, 10}} {
-		near(t, "Percentile", Percentile(x, c.p), c.want, 0)
-	}
-	// Uniform(0,1): the p-quantile is p.
-	r := rand.New(rand.NewPCG(1, 2))
-	u := make([]float64, 100000)
-	for i := range u {
-		u[i] = r.Float64()
-	}
-	slices.Sort(u)
-	for _, p := range []float64{0.5, 0.9, 0.99} {
-		near(t, "uniform quantile", Percentile(u, p), p, 0.005)
-	}
-}
-
-// The 99% order-statistic CI covers the true quantile in about 99% of
-// samples: over 400 seeded samples of 2000 exponentials it must cover the
-// true p99 at least 96% of the time, and not always with a trivially wide
-// interval.
-func TestPercentileCICoverage(t *testing.T) {
-	r := rand.New(rand.NewPCG(3, 4))
-	for _, p := range []float64{0.5, 0.9, 0.99} {
-		truth := -math.Log(1 - p)
-		cover := 0
-		const reps = 400
-		var width float64
-		for range reps {
-			x := make([]float64, 2000)
-			for i := range x {
-				x[i] = r.ExpFloat64()
-			}
-			slices.Sort(x)
-			lo, hi := PercentileCI(x, p, Z99)
-			if lo <= truth && truth <= hi {
-				cover++
-			}
-			width += hi - lo
-		}
-		c := float64(cover) / reps
-		if c < 0.96 {
-			t.Errorf("p%g: coverage %.3f, want about 0.99", p*100, c)
-		}
-		// Asymptotic width: 2·z·sqrt(p(1-p)/n)/f(q), f the density at q.
-		want := 2 * Z99 * math.Sqrt(p*(1-p)/2000) / (1 - p)
-		// (The tail quantile's interval is skewed: the exponential
-		// stretches its upper end.)
-		rel := 0.1
-		if p == 0.99 {
-			rel = 0.35
-		}
-		near(t, "CI width", width/reps, want, rel*want)
-	}
-}
-
-func TestKSKnownValues(t *testing.T) {
-	a := []float64{1, 2, 3, 4, 5}
-	b := []float64{3, 4, 5, 6, 7}
-	near(t, "KS", KS(a, b, 0), 0.4, 1e-12)
-	near(t, "KS symmetric", KS(b, a, 0), 0.4, 1e-12)
-	near(t, "KS shifted into a", KS(a, b, -2), 0, 1e-12)
-	d, s := KSShift(a, b, 2, 0.5)
-	near(t, "KSShift", d, 0, 1e-12)
-	near(t, "KSShift shift", s, -2, 1e-12)
-	// A shift beyond the allowance does not help.
-	d, _ = KSShift(a, b, 0.5, 0.5)
-	near(t, "KSShift limited", d, 0.4, 1e-12)
-	near(t, "KS identical", KS(a, a, 0), 0, 0)
-	near(t, "KS disjoint", KS([]float64{1, 2}, []float64{10, 11, 12}, 0), 1, 0)
-	// Critical value at α=0.01: c = sqrt(-ln(0.005)/2) = 1.6276.
-	near(t, "c(0.01)", KSCoef01, 1.6276, 1e-4)
-	near(t, "critical 2000/2000", KSCritical(2000, 2000), 0.051470, 1e-5)
-	// Band: moving mass by ≤ delta is free, beyond it counts.
-	near(t, "KSBand 0 = KS", KSBand(a, b, 0), 0.4, 1e-12)
-	near(t, "KSBand 2", KSBand(a, b, 2), 0, 1e-12)
-	near(t, "KSBand 1", KSBand(a, b, 1), 0.2, 1e-12)
-}
-
-// Samples of the same distribution pass the α=0.01 KS test (about 99% of
+// The KS decisions Compare relies on (internal/stats holds the tests):
+// samples of the same distribution pass the α=0.01 KS test (about 99% of
 // the time; with this seed they do); a shift of 0.3σ with 2000 samples
 // fails it, and so does a different shape with equal mean and variance.
 func TestKSDecisions(t *testing.T) {
@@ -109,27 +33,27 @@ func TestKSDecisions(t *testing.T) {
 	}
 	a := sample(r.NormFloat64)
 	b := sample(r.NormFloat64)
-	crit := KSCritical(len(a), len(b))
-	if d := KS(a, b, 0); d > crit {
+	crit := stats.KSCritical(len(a), len(b), 0.01)
+	if d := stats.KS(a, b); d > crit {
 		t.Errorf("same distribution: D=%.4f > crit %.4f", d, crit)
 	}
 	c := sample(func() float64 { return r.NormFloat64() + 0.3 })
-	if d := KS(a, c, 0); d <= crit {
+	if d := stats.KS(a, c); d <= crit {
 		t.Errorf("shifted by 0.3σ: D=%.4f ≤ crit %.4f", d, crit)
 	}
 	// Allowing a shift of 0.3 recovers it.
-	if d, _ := KSShift(a, c, 0.35, 0.01); d > crit {
+	if d, _ := stats.KSMinShift(a, c, 0.35, 0.01); d > crit {
 		t.Errorf("shift allowed: D=%.4f > crit", d)
 	}
 	u := sample(func() float64 { return (r.Float64() - 0.5) * math.Sqrt(12) })
-	if d := KS(a, u, 0); d <= crit {
+	if d := stats.KS(a, u); d <= crit {
 		t.Errorf("normal vs uniform: D=%.4f ≤ crit %.4f", d, crit)
 	}
 	// In delay terms: 10 ms vs 12 ms with 50 µs of noise fails even with
 	// the ±0.5 ms band.
 	k := sample(func() float64 { return 10 + 0.05*r.NormFloat64() })
 	w := sample(func() float64 { return 12 + 0.05*r.NormFloat64() })
-	if d := KSBand(k, w, KSShiftMS); d < 0.99 {
+	if d := stats.KSBand(k, w, KSShiftMS); d < 0.99 {
 		t.Errorf("10 ms vs 12 ms: band D=%.4f, want ≈1", d)
 	}
 }

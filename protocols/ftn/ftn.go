@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"time"
 
+	"tokenbed/agent/clock"
 	"tokenbed/agent/eventlog"
 	"tokenbed/agent/ftn/ftnconfig"
 	"tokenbed/agent/ftn/ftnlog"
@@ -79,6 +80,10 @@ func (Declaration) CheckAgents(agents []experiments.Agent) []experiments.Problem
 		if a.Generate {
 			ps = append(ps, experiments.Problem{Path: fmt.Sprintf("$.agents[%d].generate", i),
 				Msg: "protocol ftn generates no token: a server creates a token when a client first asks for it"})
+		}
+		if a.Clock != (clock.Skew{}) {
+			ps = append(ps, experiments.Problem{Path: fmt.Sprintf("$.agents[%d].clock", i),
+				Msg: "protocol ftn's processes run on the host's clock: clock offsets and drifts are for token passing agents"})
 		}
 	}
 	if servers == 0 {

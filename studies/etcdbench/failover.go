@@ -16,7 +16,7 @@ import (
 	"tokenbed/agent/ftn/ftnlog"
 	ftncheck "tokenbed/analysis/ftn"
 	"tokenbed/harness/backend"
-	"tokenbed/netem/validate"
+	"tokenbed/internal/stats"
 )
 
 // Completions reads one client's history (ftnlog schema) and returns the
@@ -138,9 +138,7 @@ func quantile(v []float64, q float64) time.Duration {
 	if len(v) == 0 {
 		return 0
 	}
-	v = slices.Clone(v)
-	slices.Sort(v)
-	return time.Duration(validate.Percentile(v, q))
+	return time.Duration(stats.Quantile(stats.Sorted(v), q))
 }
 
 // ftnLeader names the FTN server leading now, from the servers' logs as

@@ -6,10 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"tokenbed/agent/circulation"
 	"tokenbed/agent/circulation/wandering/trace"
 	"tokenbed/agent/clock"
-	"tokenbed/agent/wire"
 )
 
 // TestLooseClockSandwich shows what a loose clock does to the sandwich
@@ -27,11 +25,7 @@ import (
 // before"); 004 §5.2 asks the accuracy to be small against Δmax so that
 // the regenerated token is the later one.
 func TestLooseClockSandwich(t *testing.T) {
-	ref := func(s float64) time.Time { return trace.T0.Add(time.Duration(s * float64(time.Second))) }
-	stamp := func(origin string, s clock.Skew, at float64) wire.TokenID {
-		return wire.TokenID{Gen: s.At(trace.T0).Local(ref(at)).UnixNano(), Origin: origin}
-	}
-	x := stamp("x", clock.Skew{}, 100)
+	x := trace.Stamp("x", clock.Skew{}, 100)
 	for _, tc := range []struct {
 		lag         time.Duration
 		xDiscarded  bool // at x's second visit
@@ -42,21 +36,10 @@ func TestLooseClockSandwich(t *testing.T) {
 		{200 * time.Second, true, false, "lag 200 s > 150 s: the regenerated token is stamped before x"},
 	} {
 		t.Run(tc.description, func(t *testing.T) {
-			y := stamp("y", clock.Skew{Offset: -tc.lag}, 250)
+			y := trace.Stamp("y", clock.Skew{Offset: -tc.lag}, 250)
 			p := New(Config{Op: 4 * time.Second, Skip: 100 * time.Millisecond, NMax: 300})
-			p.Start(&trace.Host{Name: "a", Members: []string{"b", "c"}, R: rand.New(rand.NewPCG(1, 1))}, ref(0))
-			visit := func(at float64, tok wire.TokenID) bool {
-				acts := p.Acquired(ref(at), tok, circulation.ByPass, "")
-				for _, a := range acts {
-					if a.Kind == circulation.Discard {
-						return true
-					}
-				}
-				p.Tick(ref(at + 5))
-				p.Passed(ref(at+5), tok, "b")
-				return false
-			}
-			got := fmt.Sprint(visit(300, x), visit(310, y), visit(320, x), visit(330, y))
+			p.Start(&trace.Host{Name: "a", Members: []string{"b", "c"}, R: rand.New(rand.NewPCG(1, 1))}, trace.T0)
+			got := fmt.Sprint(trace.Visit(p, 300, x), trace.Visit(p, 310, y), trace.Visit(p, 320, x), trace.Visit(p, 330, y))
 			want := fmt.Sprint(false, false, tc.xDiscarded, tc.yDiscarded)
 			if got != want {
 				t.Errorf("x %v, y %v (stamps %v, %v): discarded at visits x, y, x, y = %s, want %s",

@@ -1,23 +1,24 @@
 package wandering
 
 import (
-	"container/heap"
-	"fmt"
+	"math"
 	"math/rand/v2"
 	"sort"
 	"testing"
 	"time"
 
 	"tokenbed/agent/circulation"
+	"tokenbed/agent/circulation/baseline"
+	"tokenbed/agent/circulation/wandering/trace"
 	"tokenbed/agent/wire"
 )
 
-// A discrete-event simulation of seed 003 §3: N agents running the policy,
-// token passing taken as instantaneous (as the paper does), one token loss
-// injected every 10^4 s, 10^5 s simulated. It measures the share of time
-// with k protected operations running at once, the paper's Fig. 2, and the
-// same for the uncoordinated baseline (each agent starts an operation at
-// exponential intervals of mean 2Δmin, the same access rate).
+// Seed 003 §3's simulation: N agents running a policy on trace.World
+// (token passing instantaneous, as the paper takes it; one token loss
+// every 10^4 s), 10^5 s simulated. It measures the share of time with k
+// protected operations running at once, the paper's Fig. 2, for the
+// Wandering Token and for the uncoordinated baseline of §3
+// (agent/circulation/baseline, rule 003: 1200 ± 600 s between requests).
 
 type simHost struct {
 	self  string
@@ -29,42 +30,16 @@ func (h *simHost) Self() string     { return h.self }
 func (h *simHost) Peers() []string  { return h.peers }
 func (h *simHost) Rand() *rand.Rand { return h.r }
 
-type wake struct {
-	at    time.Time
-	agent int
-	seq   int
-}
-
-type wakes []wake
-
-func (w wakes) Len() int { return len(w) }
-func (w wakes) Less(i, j int) bool {
-	if !w[i].at.Equal(w[j].at) {
-		return w[i].at.Before(w[j].at)
-	}
-	return w[i].seq < w[j].seq
-}
-func (w wakes) Swap(i, j int) { w[i], w[j] = w[j], w[i] }
-func (w *wakes) Push(x any)   { *w = append(*w, x.(wake)) }
-func (w *wakes) Pop() any {
-	o := *w
-	x := o[len(o)-1]
-	*w = o[:len(o)-1]
-	return x
-}
-
-type interval struct{ from, to float64 }
-
 // concurrency returns the share of [0, end) during which k intervals
 // overlap, for k = 0, 1, 2, 3+.
-func concurrency(ivs []interval, end float64) [4]float64 {
+func concurrency(ivs []trace.Interval, end float64) [4]float64 {
 	type edge struct {
 		t float64
 		d int
 	}
 	var es []edge
 	for _, iv := range ivs {
-		es = append(es, edge{iv.from, 1}, edge{min(iv.to, end), -1})
+		es = append(es, edge{iv.From, 1}, edge{min(iv.To, end), -1})
 	}
 	sort.Slice(es, func(i, j int) bool { return es[i].t < es[j].t || es[i].t == es[j].t && es[i].d < es[j].d })
 	var share [4]float64
@@ -81,112 +56,37 @@ func concurrency(ivs []interval, end float64) [4]float64 {
 	return share
 }
 
-func simulate(t *testing.T, n int, cfg Config, seed uint64, span, lossEvery time.Duration) ([4]float64, int) {
-	cfg = cfg.WithDefaults()
-	t0 := time.Unix(0, 0)
-	r := rand.New(rand.NewPCG(seed, 3))
-	names := make([]string, n)
-	for i := range names {
-		names[i] = fmt.Sprint("a", i)
-	}
-	index := map[string]int{}
-	for i, nm := range names {
-		index[nm] = i
-	}
-	pols := make([]*Policy, n)
-	var q wakes
-	seq := 0
-	schedule := func(i int) {
-		if d, ok := pols[i].Deadline(); ok {
-			seq++
-			heap.Push(&q, wake{d, i, seq})
-		}
-	}
-	var ops []interval
-	gen := int64(0)
-	nextLoss := t0.Add(lossEvery)
-	regenerations := 0
-	var act func(i int, now time.Time, acts []circulation.Action)
-	act = func(i int, now time.Time, acts []circulation.Action) {
-		for _, a := range acts {
-			switch a.Kind {
-			case circulation.Generate:
-				gen++
-				regenerations++
-				tok := wire.TokenID{Gen: now.UnixNano() + gen, Origin: names[i]}
-				before := pols[i].Accesses
-				act(i, now, pols[i].Acquired(now, tok, circulation.ByGeneration, a.Reason))
-				if pols[i].Accesses > before {
-					ops = append(ops, interval{now.Sub(t0).Seconds(), now.Add(cfg.Op).Sub(t0).Seconds()})
-				}
-			case circulation.Pass:
-				act(i, now, pols[i].Passed(now, a.Token, a.Peer))
-				if !now.Before(nextLoss) {
-					nextLoss = nextLoss.Add(lossEvery) // the token is lost in transit
-					continue
-				}
-				j := index[a.Peer]
-				before := pols[j].Accesses
-				act(j, now, pols[j].Acquired(now, a.Token, circulation.ByPass, ""))
-				if pols[j].Accesses > before {
-					ops = append(ops, interval{now.Sub(t0).Seconds(), now.Add(cfg.Op).Sub(t0).Seconds()})
-				}
-				schedule(j)
-			}
-		}
-		schedule(i)
-	}
+// simulate runs n agents of pols(i) for span from T0, losing a token
+// every lossEvery (none if 0); agent 0 starts with a token when gen.
+func simulate(n int, pol func() circulation.Policy, seed uint64, span, lossEvery time.Duration, gen bool) ([4]float64, *trace.World) {
+	pols := make([]circulation.Policy, n)
 	for i := range pols {
-		pols[i] = New(cfg)
-		var peers []string
-		for j, nm := range names {
-			if j != i {
-				peers = append(peers, nm)
-			}
-		}
-		h := &simHost{self: names[i], peers: peers, r: rand.New(rand.NewPCG(r.Uint64(), uint64(i)))}
-		act(i, t0, pols[i].Start(h, t0))
+		pols[i] = pol()
 	}
-	// One agent starts the system with a token.
-	act(0, t0, []circulation.Action{{Kind: circulation.Generate, Reason: "start"}})
-	regenerations--
-	end := t0.Add(span)
-	for q.Len() > 0 {
-		w := heap.Pop(&q).(wake)
-		if w.at.After(end) {
-			break
-		}
-		if d, ok := pols[w.agent].Deadline(); !ok || d.After(w.at) {
-			continue // stale wake-up
-		}
-		act(w.agent, w.at, pols[w.agent].Tick(w.at))
+	w := trace.NewWorld(pols, seed)
+	if lossEvery > 0 {
+		w.LoseEvery(lossEvery)
 	}
-	return concurrency(ops, span.Seconds()), regenerations
+	if gen {
+		w.Generate(0, trace.T0)
+	}
+	end := trace.T0.Add(span)
+	w.Run(end)
+	w.Close(end)
+	return concurrency(w.Ops, span.Seconds()), w
 }
 
 // TestReproducesFigure2 runs the paper's case study (Table 1: N = 300,
 // Δop = 4 s, Δskip = 0.1 s, Δmin = 600 s, γ = 180,000 s; 10^5 s; a token
-// loss every 10^4 s) and compares with the uncoordinated baseline.
+// loss every 10^4 s).
 func TestReproducesFigure2(t *testing.T) {
 	cfg := Config{Op: 4 * time.Second, Skip: 100 * time.Millisecond, NMax: 300}
-	share, regen := simulate(t, 300, cfg, 2009, 100000*time.Second, 10000*time.Second)
-	// Baseline: every agent starts an operation at exponential intervals
-	// of mean 2Δmin (the access period the wandering token aims at).
-	r := rand.New(rand.NewPCG(2009, 4))
-	var base []interval
-	for i := 0; i < 300; i++ {
-		for at := r.ExpFloat64() * 1200; at < 100000; at += r.ExpFloat64() * 1200 {
-			base = append(base, interval{at, at + 4})
-		}
-	}
-	bshare := concurrency(base, 100000)
-	t.Logf("share of time with 0/1/2/3+ operations: wandering token %.3f %.3f %.3f %.4f (%d regenerations); uncoordinated %.3f %.3f %.3f %.4f",
-		share[0], share[1], share[2], share[3], regen, bshare[0], bshare[1], bshare[2], bshare[3])
-	// Seed 003 §3: uncoordinated, idle 40% and more than two at once 8%;
-	// wandering token, idle under 10%, exactly two 5%, more than two 0.3%.
-	if bshare[0] < 0.3 || bshare[0] > 0.5 || bshare[3] < 0.04 || bshare[3] > 0.12 {
-		t.Errorf("the baseline does not match the paper (idle ~40%%, 3+ ~8%%): %v", bshare)
-	}
+	share, w := simulate(300, func() circulation.Policy { return New(cfg) }, 2009, 100000*time.Second, 10000*time.Second, true)
+	regen := w.Generated - 1 // the first is the start's
+	t.Logf("share of time with 0/1/2/3+ operations: wandering token %.3f %.3f %.3f %.4f (%d tokens lost, %d regenerations)",
+		share[0], share[1], share[2], share[3], w.Lost, regen)
+	// Seed 003 §3: wandering token, idle under 10%, exactly two 5%, more
+	// than two 0.3%.
 	if share[0] > 0.12 {
 		t.Errorf("wandering token idle %.1f%% of the time, paper: under 10%%", 100*share[0])
 	}
@@ -198,6 +98,37 @@ func TestReproducesFigure2(t *testing.T) {
 	}
 	if regen == 0 {
 		t.Error("no regeneration although tokens were lost every 10^4 s")
+	}
+}
+
+// TestUncoordinatedBaseline runs seed 003 §3's reference, the project's
+// baseline policy with rule 003 (each of 300 agents requests A, 4 s, at
+// intervals of 1200 s + U[−600, +600]), for 10^5 s. 300 independent
+// renewal processes of mean 1200 s superpose to nearly a Poisson process
+// of rate 300/1200 per second, so the number of operations running at a
+// random time is nearly Poisson of mean 300·4/1200 = 1 (binomial(300,
+// 1/300) exactly, per agent at most one: 0.3% from Poisson): shares
+// e^−1 (0.368), e^−1, e^−1/2 (0.184) and 1 − 2.5e^−1 (0.080) of the
+// time for 0, 1, 2, 3+ — the paper's "idle 40%" and "more than two 8%".
+// Tolerance: 0.015 on each share, 5 standard errors of a share measured
+// over 10^5 s in 4 s windows (√(0.37·0.63/25000) ≈ 0.003). 004's rule
+// (600 + U[0, 300] s) would give mean 1.6 and idle 0.20: it fails.
+func TestUncoordinatedBaseline(t *testing.T) {
+	cfg := baseline.Config{Op: 4 * time.Second, Rule: baseline.Rule003}
+	share, w := simulate(300, func() circulation.Policy { return baseline.New(cfg) }, 2009, 100000*time.Second, 0, false)
+	e := math.Exp(-1)
+	want := [4]float64{e, e, e / 2, 1 - 2.5*e}
+	t.Logf("share of time with 0/1/2/3+ operations: baseline %.3f %.3f %.3f %.4f (%d operations); Poisson(1) %.3f %.3f %.3f %.4f",
+		share[0], share[1], share[2], share[3], len(w.Ops), want[0], want[1], want[2], want[3])
+	for k := range share {
+		if math.Abs(share[k]-want[k]) > 0.015 {
+			t.Errorf("%d operations at once %.3f of the time, Poisson(1) %.3f ± 0.015", k, share[k], want[k])
+		}
+	}
+	// 10^5 s at one request per 1200 s per agent: 25,000 operations
+	// (a renewal count, within 1%).
+	if n := float64(len(w.Ops)); math.Abs(n-25000) > 250 {
+		t.Errorf("%v operations, want 25,000 ± 250", n)
 	}
 }
 

@@ -3,6 +3,7 @@ package wandering004
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/datadriven"
 
@@ -36,4 +37,22 @@ func TestRules(t *testing.T) {
 			return d.Run(t, td)
 		})
 	})
+}
+
+// k_load = Δop·N/Δmin (004 §3) at the captions' values: Δop 4, Δmin 600
+// give 1 at N = 150 and 2 at N = 300 (the overload of Tables 3–5); it is
+// printed in the agent's start record.
+func TestKLoad(t *testing.T) {
+	c := Config{Op: 4 * time.Second, Skip: time.Second, Min: 600 * time.Second}.WithDefaults()
+	for _, tc := range []struct {
+		n    int
+		want float64
+	}{{150, 1}, {300, 2}, {75, 0.5}} {
+		if got := c.KLoad(tc.n); got != tc.want {
+			t.Errorf("N=%d: k_load %v, want %v", tc.n, got, tc.want)
+		}
+	}
+	if got, want := c.Describe(300), "k_load=2 (Δop·N/Δmin, 004 §3; N=300)"; got != want {
+		t.Errorf("Describe: %q, want %q", got, want)
+	}
 }

@@ -14,7 +14,9 @@
 // a newer global state (from a server's query, a heartbeat
 // acknowledgement or a registration) it recomputes the destination of
 // every outstanding operation and redirects it (001 "When a Server
-// Crashes").
+// Crashes"). A global state that does not fit its server list
+// (msg.Global.Check: another number of servers, 001 "Configuration") is
+// refused with a "rejected" event: its placement is not this client's.
 //
 // Registration and heartbeats stay on the tick grid (every RetryTicks
 // and every HeartbeatTicks from the client's start): they are periodic,
@@ -60,6 +62,11 @@ type Config struct {
 	RetryTicks        int
 	LeaderSilentTicks int // no answer from the leader this long: ask another server (default 6)
 }
+
+// Validate reports every invalid field of c, with its defaults filled
+// in, each error as "field: reason" (the field's name in the
+// configuration file, e.g. "retry_ticks"); c itself is not changed.
+func (c Config) Validate() error { return c.validate() }
 
 func (c *Config) validate() error {
 	def := func(p *int, v int) {
@@ -373,7 +380,13 @@ func (c *Client) late(i int, inc uint64) bool {
 
 // learn adopts g if it is newer, and redirects outstanding operations.
 func (c *Client) learn(g *msg.Global) {
-	if g == nil || g.Version <= c.g.Version || len(g.Servers) != len(c.cfg.Servers) {
+	if g == nil || g.Version <= c.g.Version {
+		return
+	}
+	if err := g.Check(len(c.cfg.Servers)); err != nil {
+		// Another server list than ours (001 "Configuration": one shared
+		// file): its placement is not ours.
+		c.event(msg.Event{Kind: "rejected", Version: g.Version, Detail: "global state: " + err.Error()})
 		return
 	}
 	c.g = g.Clone()

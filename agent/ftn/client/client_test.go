@@ -134,3 +134,33 @@ func TestRedirectRestartsRetry(t *testing.T) {
 		t.Errorf("after the move sent to %v, want twice s%d", to, n)
 	}
 }
+
+// Every invalid field is reported, named as the configuration file
+// spells it; zeros take the defaults.
+func TestConfigValidate(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		cfg  Config
+		want string
+	}{
+		{"defaults", Config{Servers: servers(1)}, ""},
+		{"no servers", Config{}, "servers: empty"},
+		{"negative heartbeat", Config{Servers: servers(1), HeartbeatTicks: -1}, "heartbeat_ticks: -1 < 0"},
+		{"negative retry", Config{Servers: servers(1), RetryTicks: -2}, "retry_ticks: -2 < 0"},
+		{"negative leader silence", Config{Servers: servers(1), LeaderSilentTicks: -3}, "leader_silent_ticks: -3 < 0"},
+		{"all at once", Config{HeartbeatTicks: -1, RetryTicks: -2},
+			"servers: empty\nheartbeat_ticks: -1 < 0\nretry_ticks: -2 < 0"},
+	} {
+		got := ""
+		if err := c.cfg.Validate(); err != nil {
+			got = err.Error()
+		}
+		if got != c.want {
+			t.Errorf("%s: %q, want %q", c.name, got, c.want)
+		}
+	}
+	c, err := New(Config{Servers: servers(2)})
+	if err != nil || c.cfg.HeartbeatTicks != 3 || c.cfg.RetryTicks != 2 || c.cfg.LeaderSilentTicks != 6 {
+		t.Errorf("defaults: %v %+v", err, c.cfg)
+	}
+}

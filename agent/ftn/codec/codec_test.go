@@ -67,11 +67,21 @@ func TestRoundTripAndRefusals(t *testing.T) {
 		{"another source", d, a, a, "bad-signature"},
 		{"a flipped body byte", flip(d, len(d)-70), b, a, "bad-signature"},
 		{"another CA", must(New(other).Encode(m, b, a, t0)), b, a, "bad-certificate"},
-		{"truncated", d[:20], b, a, "malformed:name"},
+		{"shorter than the fixed fields", d[:20], b, a, "malformed:magic"},
 		{"not ours", []byte("TB\x02hello world, long enough to be a datagram of some other kind................................"), b, a, "malformed:magic"},
+		{"another version", setByte(d, 2, 2), b, a, "malformed:version"},
+		{"an empty name", setByte(d, 3, 0), b, a, "malformed:name"},
+		{"a name longer than 63", setByte(d, 3, 64), b, a, "malformed:name"},
+		// Cut inside each field: the signature is taken from the last 64
+		// bytes whatever they are, so every field after the cut runs short.
+		{"truncated in the certificate", d[:4+2+2+100+64], b, a, "malformed:cert"},
+		{"truncated in the nonce", d[:4+2+2+certLen(d)+3+64], b, a, "malformed:nonce"},
+		{"truncated in the body length", d[:4+2+2+certLen(d)+8+2+64], b, a, "malformed:body"},
+		{"truncated in the body", d[:len(d)-64-5], b, a, "malformed:body"},
+		{"a byte too many", append(append(append([]byte(nil), d[:len(d)-64]...), 0), d[len(d)-64:]...), b, a, "malformed:body"},
 	}
 	for _, c := range cases {
-		if _, _, err := dec.Decode(c.data, c.src, c.dst, t0); reason(err) == "" || (c.want != "" && reason(err) != c.want && c.name != "truncated") {
+		if _, _, err := dec.Decode(c.data, c.src, c.dst, t0); reason(err) != c.want {
 			t.Errorf("%s: %v, want %s", c.name, err, c.want)
 		}
 	}
@@ -80,6 +90,17 @@ func TestRoundTripAndRefusals(t *testing.T) {
 		t.Errorf("expired: %v", err)
 	}
 }
+
+// setByte returns a copy of b with b[i] = v.
+func setByte(b []byte, i int, v byte) []byte {
+	c := append([]byte(nil), b...)
+	c[i] = v
+	return c
+}
+
+// certLen is the certificate length field of a datagram whose sender's
+// name is two bytes long ("c0").
+func certLen(d []byte) int { return int(d[6])<<8 | int(d[7]) }
 
 func flip(b []byte, i int) []byte {
 	c := append([]byte(nil), b...)
@@ -123,7 +144,18 @@ func TestOpenerAndSplit(t *testing.T) {
 	if _, err := op.Encode(m, a, b, t0); !errors.Is(err, ErrNoCredentials) {
 		t.Errorf("opener's Encode: %v", err)
 	}
-	if _, err := Split(d[:30]); reason(err) == "" {
-		t.Errorf("split of a truncated datagram: %v", err)
+	if _, err := Split(d[:30]); reason(err) != "malformed:magic" {
+		t.Errorf("split of a truncated datagram: %v, want malformed:magic", err)
+	}
+	if _, err := Split(d[:len(d)-70]); reason(err) != "malformed:body" {
+		t.Errorf("split of a datagram cut in its body: %v, want malformed:body", err)
+	}
+	bad := Datagram{Body: []byte(`{"Kind":4,"Bogus":1}`)}
+	if _, err := bad.Message(); reason(err) != "malformed:json" {
+		t.Errorf("an unknown field: %v, want malformed:json", err)
+	}
+	bad.Body = []byte(`{"Kind":99}`)
+	if _, err := bad.Message(); reason(err) != "malformed:kind 99" {
+		t.Errorf("an unknown kind: %v, want malformed:kind 99", err)
 	}
 }

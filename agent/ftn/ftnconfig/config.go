@@ -18,12 +18,14 @@
 //	server: {heartbeat_ticks: 1, election_ticks: 10, lease_ticks: 6,
 //	         server_down_ticks: 10, client_down_ticks: 60, retry_ticks: 2}
 //	client: {heartbeat_ticks: 3, retry_ticks: 2, leader_silent_ticks: 6}
-//	workload: {names: 8, shared: 0.3, rate: 2, hold: 200ms, data: true}
+//	workload: {names: 8, shared: 0.3, rate: 2, hold: 200ms, data: true, shared_writes: false}
 package ftnconfig
 
 import (
 	"fmt"
 	"net/netip"
+	"slices"
+	"strings"
 	"time"
 
 	"tokenbed/agent/ca"
@@ -74,6 +76,9 @@ type Workload struct {
 	Rate   float64       `yaml:"rate"` // acquisitions per second
 	Hold   time.Duration `yaml:"hold"`
 	Data   bool          `yaml:"data"`
+	// SharedWrites: shared holders write the data too (FCFS, 001
+	// "Token data"); otherwise only exclusive holders write.
+	SharedWrites bool `yaml:"shared_writes"`
 }
 
 // Config is one process's file.
@@ -173,6 +178,7 @@ func (c *Config) validate() {
 	if c.Role == RoleServer && !self && c.Name != "" {
 		f.Errorf("$.servers", "%s is not in the list", c.Name)
 	}
+	c.validateTiming()
 	if w := c.Workload; w != nil {
 		if c.Role != RoleClient {
 			f.Errorf("$.workload", "only a client runs a workload")
@@ -190,6 +196,31 @@ func (c *Config) validate() {
 			f.Errorf("$.workload.hold", "must not be negative")
 		}
 	}
+}
+
+// validateTiming reports the server and client sections' errors at their
+// lines: the machines' own Validate judges the values (one rule, in one
+// place), and each of its errors names the field as this file spells it.
+func (c *Config) validateTiming() {
+	one := []msg.Peer{{Name: "s", Addr: netip.MustParseAddrPort("127.0.0.1:1")}}
+	s := c.Server
+	report := func(section string, err error, fields []string) {
+		if err == nil {
+			return
+		}
+		for _, line := range strings.Split(err.Error(), "\n") {
+			field, reason, _ := strings.Cut(line, ": ")
+			if slices.Contains(fields, field) {
+				c.file.Errorf("$."+section+"."+field, "%s", reason)
+			}
+		}
+	}
+	report("server", server.Config{Self: 0, Servers: one, Inc: 1, HeartbeatTicks: s.HeartbeatTicks, ElectionTicks: s.ElectionTicks,
+		LeaseTicks: s.LeaseTicks, ServerDownTicks: s.ServerDownTicks, ClientDownTicks: s.ClientDownTicks, RetryTicks: s.RetryTicks}.Validate(),
+		[]string{"heartbeat_ticks", "election_ticks", "lease_ticks", "server_down_ticks", "client_down_ticks", "retry_ticks"})
+	cl := c.Client
+	report("client", client.Config{Servers: one, HeartbeatTicks: cl.HeartbeatTicks, RetryTicks: cl.RetryTicks,
+		LeaderSilentTicks: cl.LeaderSilentTicks}.Validate(), []string{"heartbeat_ticks", "retry_ticks", "leader_silent_ticks"})
 }
 
 func (c *Config) peers() []msg.Peer {
@@ -246,7 +277,8 @@ func (c *Config) HostWith(creds *ca.Credentials, now time.Time) (*host.Host, err
 		}
 		hc.Client, hc.ClientConfig = cl, cc
 		if w := c.Workload; w != nil {
-			hc.Workload = &host.Workload{Names: w.Names, Shared: w.Shared, Rate: w.Rate * c.TimeScale, Hold: c.Scaled(w.Hold), Data: w.Data}
+			hc.Workload = &host.Workload{Names: w.Names, Shared: w.Shared, Rate: w.Rate * c.TimeScale, Hold: c.Scaled(w.Hold), Data: w.Data,
+				SharedWrites: w.SharedWrites}
 		}
 	}
 	return host.New(hc)

@@ -73,6 +73,12 @@ type Cluster struct {
 	flight  []packet
 	late    map[int64][]packet // duplicates, by the round that delivers them
 	cut     map[[2]string]bool
+	// held: links whose datagrams wait in heldPkts until Deliver (a
+	// network that delays them); drops: datagrams of a kind on a link
+	// still to lose.
+	held     map[[2]string]bool
+	heldPkts []packet
+	drops    map[dropKey]int
 	// Loss is the probability that a datagram is lost.
 	Loss float64
 	// ShowMsgs adds the messages sent (less heartbeats) to the trace;
@@ -88,7 +94,8 @@ type Cluster struct {
 // New starts a cluster: every server and client is up at tick 0.
 func New(o Options) (*Cluster, error) {
 	c := &Cluster{opt: o, rnd: rand.New(rand.NewPCG(o.Seed, 0x66746e)), names: map[netip.AddrPort]string{},
-		cut: map[[2]string]bool{}, seq: map[string]uint64{}, late: map[int64][]packet{}}
+		cut: map[[2]string]bool{}, seq: map[string]uint64{}, late: map[int64][]packet{},
+		held: map[[2]string]bool{}, drops: map[dropKey]int{}}
 	var peers []msg.Peer
 	for i := range o.Servers {
 		p := msg.Peer{Name: fmt.Sprintf("s%d", i), Addr: netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 0, 0, byte(i + 1)}), 7000)}
@@ -243,6 +250,72 @@ func (c *Cluster) Partition(groups ...[]string) {
 // Cut cuts the link from a to b, one way.
 func (c *Cluster) Cut(a, b string) { c.cut[[2]string{a, b}] = true }
 
+// Hold keeps every datagram from a to b, from the next round on, until
+// Deliver: a network that delays them (001 "late messages").
+func (c *Cluster) Hold(a, b string) { c.held[[2]string{a, b}] = true }
+
+// Deliver puts the datagrams held from a to b in flight again, in the
+// order they were sent, and stops holding that link. It returns how many.
+func (c *Cluster) Deliver(a, b string) int {
+	link := [2]string{a, b}
+	delete(c.held, link)
+	n := 0
+	var keep []packet
+	for _, p := range c.heldPkts {
+		if p.from.Name == a && c.names[p.to] == b {
+			c.tracef("deliver %s->%s %s", a, b, p.m)
+			c.flight = append(c.flight, p)
+			n++
+			continue
+		}
+		keep = append(keep, p)
+	}
+	c.heldPkts = keep
+	return n
+}
+
+type dropKey struct {
+	link [2]string
+	kind msg.Kind
+}
+
+// Drop loses the next n datagrams of kind k from a to b (each printed
+// as "lost" in the trace).
+func (c *Cluster) Drop(a, b string, k msg.Kind, n int) { c.drops[dropKey{[2]string{a, b}, k}] += n }
+
+// Inject puts m in flight from process from to process to, as if from
+// sent it: a datagram signed by a member (the codec checks nothing
+// else), such as a server with another configuration file.
+func (c *Cluster) Inject(from, to string, m msg.Msg) error {
+	var fp msg.Peer
+	var ta netip.AddrPort
+	for a, n := range c.names {
+		if n == from {
+			fp = msg.Peer{Name: n, Addr: a}
+		}
+		if n == to {
+			ta = a
+		}
+	}
+	if fp.Name == "" || !ta.IsValid() {
+		return fmt.Errorf("inject: no process %q or %q", from, to)
+	}
+	c.tracef("inject %s->%s %s", from, to, m)
+	c.flight = append(c.flight, packet{from: fp, to: ta, m: copyMsg(m)})
+	return nil
+}
+
+// Close has client j tell the leader it closes down (001 "The Client
+// List"), as the host does when it stops.
+func (c *Cluster) Close(j int) {
+	n := c.clients[j]
+	if n.c == nil {
+		return
+	}
+	n.c.Close()
+	c.collectClient(j)
+}
+
 // Heal restores every link.
 func (c *Cluster) Heal() {
 	c.cut = map[[2]string]bool{}
@@ -361,7 +434,17 @@ func (c *Cluster) Step() {
 	c.flight = nil
 	for _, p := range flight {
 		to := c.names[p.to]
-		if c.cut[[2]string{p.from.Name, to}] || (c.Loss > 0 && c.rnd.Float64() < c.Loss) {
+		link := [2]string{p.from.Name, to}
+		if c.held[link] {
+			c.heldPkts = append(c.heldPkts, p)
+			continue
+		}
+		if k := (dropKey{link, p.m.Kind}); c.drops[k] > 0 {
+			c.drops[k]--
+			c.tracef("lost %s->%s %s", p.from.Name, to, p.m)
+			continue
+		}
+		if c.cut[link] || (c.Loss > 0 && c.rnd.Float64() < c.Loss) {
 			continue
 		}
 		for i, n := range c.servers {

@@ -49,6 +49,9 @@ func strArg(t *testing.T, d *datadriven.TestData, key string) string {
 
 func run(t *testing.T, d *datadriven.TestData, cp **Cluster) (string, error) {
 	c := *cp
+	if out, ok, err := runNetwork(t, d, c); ok {
+		return out, err
+	}
 	switch d.Cmd {
 	case "cluster":
 		o := Options{Servers: intArg(t, d, "servers", 3), Clients: intArg(t, d, "clients", 2), Seed: uint64(intArg(t, d, "seed", 1))}
@@ -172,6 +175,47 @@ func run(t *testing.T, d *datadriven.TestData, cp **Cluster) (string, error) {
 	return "", fmt.Errorf("unknown command %q", d.Cmd)
 }
 
+// runNetwork runs the commands that act on the network and on a client's
+// closing: close, hold, deliver, drop, inject. ok is false for any other
+// command.
+func runNetwork(t *testing.T, d *datadriven.TestData, c *Cluster) (out string, ok bool, err error) {
+	switch d.Cmd {
+	case "close":
+		j := c.ClientIndex(strArg(t, d, "c"))
+		if j < 0 {
+			return "", true, fmt.Errorf("c: no client %q", strArg(t, d, "c"))
+		}
+		c.ShowMsgs = true // the Close itself
+		c.Close(j)
+		return c.Trace(), true, nil
+	case "hold":
+		c.Hold(strArg(t, d, "from"), strArg(t, d, "to"))
+		return "ok", true, nil
+	case "deliver":
+		if c.Deliver(strArg(t, d, "from"), strArg(t, d, "to")) == 0 {
+			return "", true, fmt.Errorf("deliver: nothing held from %s to %s", strArg(t, d, "from"), strArg(t, d, "to"))
+		}
+		return c.Trace(), true, nil
+	case "drop":
+		k, ok := kindByName(strArg(t, d, "kind"))
+		if !ok {
+			return "", true, fmt.Errorf("kind: no message kind %q", strArg(t, d, "kind"))
+		}
+		c.Drop(strArg(t, d, "from"), strArg(t, d, "to"), k, intArg(t, d, "n", 1))
+		return "ok", true, nil
+	case "inject":
+		m, err := foreign(t, d)
+		if err != nil {
+			return "", true, err
+		}
+		if err := c.Inject(strArg(t, d, "from"), strArg(t, d, "to"), m); err != nil {
+			return "", true, err
+		}
+		return c.Trace(), true, nil
+	}
+	return "", false, nil
+}
+
 // fences checks the fencing guarantee on the clients' histories:
 // per name, every acquire completed ok carries a fence above those of the
 // acquires completed before it. It prints "ok" or each pair out of order.
@@ -198,6 +242,23 @@ func fences(log []eventlog.Event) (string, error) {
 		return "ok", nil
 	}
 	return "out of order:\n" + strings.Join(bad, "\n"), nil
+}
+
+// foreign builds the message of an inject command: kind=State or
+// HeartbeatAck carrying a global state of servers=N servers (all READY,
+// leader=L, version term=T<<32|1), as a server with another
+// configuration file would send.
+func foreign(t *testing.T, d *datadriven.TestData) (msg.Msg, error) {
+	k, ok := kindByName(strArg(t, d, "kind"))
+	if !ok || (k != msg.StateMsg && k != msg.HeartbeatAck) {
+		return msg.Msg{}, fmt.Errorf("kind: inject sends State or HeartbeatAck, not %q", strArg(t, d, "kind"))
+	}
+	term := uint64(intArg(t, d, "term", 9))
+	g := msg.Global{Term: term, Version: term<<32 | 1, Leader: intArg(t, d, "leader", 0)}
+	for range intArg(t, d, "servers", 3) {
+		g.Servers = append(g.Servers, msg.ServerState{State: msg.Ready, Inc: 1})
+	}
+	return msg.Msg{Kind: k, Term: term, Version: g.Version, Global: &g}, nil
 }
 
 func kindByName(s string) (msg.Kind, bool) {

@@ -9,13 +9,17 @@ import (
 )
 
 // Workload is the clients' random activity: each round an idle client
-// starts an operation with probability Rate; one holding a token sets or
-// reads its data or releases it, one holding none acquires one of Names
-// names, shared with probability Shared.
+// starts an operation with probability Rate; one holding a token sets
+// (exclusive holds, and shared ones if SharedWrites) or reads its data or
+// releases it, one holding none acquires one of Names names, shared with
+// probability Shared.
 type Workload struct {
 	Names  int
 	Shared float64
 	Rate   float64
+	// SharedWrites: shared holders write too (001 "Token data":
+	// updating by shared holders is FCFS).
+	SharedWrites bool
 }
 
 // Drive invokes one round's operations, from rnd.
@@ -28,7 +32,7 @@ func (c *Cluster) Drive(rnd *rand.Rand, w Workload) {
 		if len(holds) > 0 {
 			for name, h := range holds {
 				switch x := rnd.IntN(4); {
-				case x == 0 && h.Mode == msg.Exclusive:
+				case x == 0 && (h.Mode == msg.Exclusive || w.SharedWrites):
 					c.Invoke(j, client.Op{Kind: msg.SetData, Name: name, Data: []byte(fmt.Sprintf("%s@%d", n.peer.Name, c.tick))})
 				case x == 1:
 					c.Invoke(j, client.Op{Kind: msg.GetData, Name: name})

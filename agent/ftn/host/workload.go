@@ -13,13 +13,17 @@ import (
 // operations start at Rate per second (exponential gaps); each acquires
 // one of Names names ("t0".."tN-1"), shared with probability Shared,
 // holds it for Hold (writing its data first when exclusive and reading
-// it when shared, if Data), then releases it.
+// it when shared, if Data; with SharedWrites, a shared holder writes
+// instead of reading one time in two), then releases it.
 type Workload struct {
 	Names  int
 	Shared float64
 	Rate   float64 // acquisitions per second
 	Hold   time.Duration
 	Data   bool
+	// SharedWrites: shared holders write too (001 "Token data":
+	// updating by shared holders is FCFS).
+	SharedWrites bool
 }
 
 type wstate uint8
@@ -70,7 +74,7 @@ func (l *workload) step(now time.Time, c *client.Client) []client.Op {
 	case holding:
 		if l.w.Data && !l.touched && c.Pending() == 0 {
 			l.touched = true
-			if l.mode == msg.Exclusive {
+			if l.mode == msg.Exclusive || (l.w.SharedWrites && l.rnd.IntN(2) == 0) {
 				return []client.Op{{Kind: msg.SetData, Name: l.name, Data: []byte(fmt.Sprintf("%d", now.UnixNano()))}}
 			}
 			return []client.Op{{Kind: msg.GetData, Name: l.name}}

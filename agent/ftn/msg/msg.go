@@ -87,6 +87,31 @@ func (g *Global) Client(id uint64) (ClientEntry, bool) {
 	return g.Clients[i], true
 }
 
+// Check reports whether g fits a configuration of n servers (001
+// "Configuration": all servers share one list, so every global state has
+// one entry per listed server): one entry per server, each state known,
+// a leader among them or none (-1), clients sorted by ID without repeats
+// (Client searches them). The error names the first field at fault.
+func (g *Global) Check(n int) error {
+	if len(g.Servers) != n {
+		return fmt.Errorf("servers: %d entries, the server list has %d", len(g.Servers), n)
+	}
+	if g.Leader < -1 || g.Leader >= n {
+		return fmt.Errorf("leader: %d not in -1..%d", g.Leader, n-1)
+	}
+	for i, s := range g.Servers {
+		if s.State > Ready {
+			return fmt.Errorf("servers[%d].state: %s", i, s.State)
+		}
+	}
+	for i := 1; i < len(g.Clients); i++ {
+		if g.Clients[i].ID <= g.Clients[i-1].ID {
+			return fmt.Errorf("clients[%d].id: %s not above clients[%d]'s %s", i, IDString(g.Clients[i].ID), i-1, IDString(g.Clients[i-1].ID))
+		}
+	}
+	return nil
+}
+
 // States lists the servers' states.
 func (g *Global) States() []State {
 	s := make([]State, len(g.Servers))

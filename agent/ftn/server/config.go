@@ -39,6 +39,11 @@ type Config struct {
 	SkipFreshness bool
 }
 
+// Validate reports every invalid field of c, with its defaults filled
+// in, each error as "field: reason" (the field's name in the
+// configuration file, e.g. "lease_ticks"); c itself is not changed.
+func (c Config) Validate() error { return c.validate() }
+
 func (c *Config) validate() error {
 	def := func(p *int, v int) {
 		if *p == 0 {

@@ -33,7 +33,10 @@
 // cannot depose a working leader). A majority means at most one leader
 // per term, and a minority side of a partition elects none. A leader
 // that has not heard a majority of servers for ServerDownTicks steps
-// down.
+// down. A broadcast whose global state does not fit the shared list
+// (msg.Global.Check), or names another leader than its sender, is
+// refused before its term counts: a server with another configuration
+// file (001 "Configuration") cannot depose the leader.
 //
 // # Serving, and leases
 //

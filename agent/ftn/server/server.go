@@ -1,6 +1,7 @@
 package server
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"slices"
 
@@ -201,7 +202,29 @@ func (s *Server) serverIndex(p msg.Peer) int {
 	return -1
 }
 
+// foreign reports (and logs) a State whose global state does not fit
+// this server's list, or names another leader than its sender: a server
+// with another configuration file (001 "Configuration": one shared
+// file). It is refused before its term counts, so it cannot depose the
+// leader either.
+func (s *Server) foreign(i int, m msg.Msg) bool {
+	if m.Global == nil {
+		return true
+	}
+	err := m.Global.Check(s.n)
+	if err == nil && m.Global.Leader != i {
+		err = fmt.Errorf("leader: %d, sent by server %d", m.Global.Leader, i)
+	}
+	if err != nil {
+		s.event(msg.Event{Kind: "rejected", Server: i, Detail: "global state: " + err.Error()})
+	}
+	return err != nil
+}
+
 func (s *Server) stepServer(i int, m msg.Msg) {
+	if m.Kind == msg.StateMsg && s.foreign(i, m) {
+		return
+	}
 	if m.Term > s.term && (m.Kind == msg.StateMsg || m.Kind == msg.Heartbeat || (m.Kind == msg.VoteResp && !m.Granted)) {
 		s.newTerm(m.Term)
 	}
@@ -222,12 +245,6 @@ func (s *Server) stepServer(i int, m msg.Msg) {
 			}
 		}
 	case msg.StateMsg:
-		if m.Global == nil || len(m.Global.Servers) != s.n || m.Global.Leader != i {
-			// A server with another list: the configuration file is not
-			// the shared one (001 "Configuration").
-			s.event(msg.Event{Kind: "rejected", Server: i, Detail: "global state of another server list"})
-			return
-		}
 		if m.Term < s.term {
 			return
 		}

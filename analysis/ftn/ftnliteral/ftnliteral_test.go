@@ -9,56 +9,52 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gopacket/gopacket"
-	"github.com/gopacket/gopacket/layers"
-	"github.com/gopacket/gopacket/pcapgo"
-
 	"tokenbed/agent/ftn/codec"
 	"tokenbed/agent/ftn/msg"
+	"tokenbed/internal/pcapread"
 )
 
 // datagram is one FTN datagram read back from a literal capture.
 type datagram struct {
-	iface    int
-	at       time.Time
-	src, dst netip.AddrPort
-	m        msg.Msg
-	verified error // the signature checked against the run's CA
+	iface     int
+	at        time.Time
+	src, dst  netip.AddrPort
+	m         msg.Msg
+	verified  error // the signature checked against the run's CA
+	fragments int   // the IPv4 fragments it was reassembled from; 0: whole
 }
 
-// readBack reads c's unfragmented datagrams and its annotations, and
-// counts its records.
+// readBack reads c's datagrams (reassembled from their fragments) and its
+// annotations through the capture reader the analyses use, and counts
+// its records.
 func readBack(t *testing.T, c *Capture) (ds []datagram, anns []string, records int) {
 	t.Helper()
-	o := pcapgo.DefaultNgReaderOptions
-	o.WantMixedLinkType = true // the annotations' interface is not raw IPv4
-	r, err := pcapgo.NewNgReader(bytes.NewReader(c.Pcapng), o)
+	r, err := pcapread.NewReader(bytes.NewReader(c.Pcapng))
 	if err != nil {
 		t.Fatal(err)
 	}
 	opener := codec.NewOpener(c.CA)
 	for {
-		data, ci, err := r.ReadPacketData()
+		p, err := r.Next()
 		if errors.Is(err, io.EOF) {
-			return ds, anns, records
+			return ds, anns, r.Stats().Records
 		}
 		if err != nil {
 			t.Fatal(err)
 		}
-		records++
-		if ifc, err := r.Interface(ci.InterfaceIndex); err != nil || ifc.LinkType != layers.LinkTypeRaw {
-			anns = append(anns, string(data))
+		if p.Annotation != nil {
+			anns = append(anns, string(p.Annotation))
 			continue
 		}
-		p := gopacket.NewPacket(data, layers.LayerTypeIPv4, gopacket.Default)
-		ip, _ := p.Layer(layers.LayerTypeIPv4).(*layers.IPv4)
-		udp, _ := p.Layer(layers.LayerTypeUDP).(*layers.UDP)
-		if ip == nil || udp == nil {
-			continue
+		if p.DecodeErr != nil {
+			t.Fatalf("record %d: %v", p.Record, p.DecodeErr)
 		}
-		src := netip.AddrPortFrom(netip.AddrFrom4([4]byte(ip.SrcIP.To4())), uint16(udp.SrcPort))
-		dst := netip.AddrPortFrom(netip.AddrFrom4([4]byte(ip.DstIP.To4())), uint16(udp.DstPort))
-		d, err := codec.Split(udp.Payload)
+		if p.UDP == nil {
+			continue // a fragment of a datagram not yet whole
+		}
+		src := netip.AddrPortFrom(p.Src, uint16(p.UDP.SrcPort))
+		dst := netip.AddrPortFrom(p.Dst, uint16(p.UDP.DstPort))
+		d, err := codec.Split(p.UDP.Payload)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -66,8 +62,8 @@ func readBack(t *testing.T, c *Capture) (ds []datagram, anns []string, records i
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, verr := opener.Verify(d, src, dst, ci.Timestamp)
-		ds = append(ds, datagram{ci.InterfaceIndex, ci.Timestamp, src, dst, m, verr})
+		_, verr := opener.Verify(d, src, dst, p.Time)
+		ds = append(ds, datagram{p.Iface, p.Time, src, dst, m, verr, p.Fragments})
 	}
 }
 
@@ -118,7 +114,8 @@ func TestFields(t *testing.T) {
 	}
 }
 
-// TestFragmented: a fragmented datagram is FragmentSize bytes a fragment.
+// TestFragmented: a fragmented datagram is FragmentSize bytes a fragment,
+// and its fragments reassemble into it at both ends.
 func TestFragmented(t *testing.T) {
 	for _, size := range []int{0, 64} {
 		c, err := Build("0.010 c0>s0 Release id=1.1 req=2 name=a fence=1.5#1 fragmented", "test", Options{FragmentSize: size})
@@ -126,11 +123,14 @@ func TestFragmented(t *testing.T) {
 			t.Fatal(err)
 		}
 		ds, _, records := readBack(t, c)
-		if size == 0 && (len(ds) != 2 || records != 2) {
-			t.Errorf("MTU 1500: %d datagrams in %d records, want a small datagram whole at both ends", len(ds), records)
+		if len(ds) != 2 || ds[0].m.Kind != msg.Release || ds[1].m.Kind != msg.Release || ds[0].m.Name != "a" {
+			t.Fatalf("fragment size %d: datagrams %+v, want the Release at both ends", size, ds)
 		}
-		if size == 64 && (len(ds) != 0 || records < 4 || records%2 != 0) {
-			t.Errorf("64-byte fragments: %d whole datagrams in %d records, want only fragments", len(ds), records)
+		if size == 0 && (records != 2 || ds[0].fragments != 0 || ds[1].fragments != 0) {
+			t.Errorf("MTU 1500: %d records, fragments %d and %d; want a small datagram whole at both ends", records, ds[0].fragments, ds[1].fragments)
+		}
+		if size == 64 && (records < 4 || ds[0].fragments < 2 || records != ds[0].fragments+ds[1].fragments) {
+			t.Errorf("64-byte fragments: %d records, datagrams of %d and %d fragments; want every record a fragment", records, ds[0].fragments, ds[1].fragments)
 		}
 	}
 }

@@ -12,12 +12,12 @@ import (
 
 	"github.com/gopacket/gopacket"
 	"github.com/gopacket/gopacket/layers"
-	"github.com/gopacket/gopacket/pcapgo"
 
 	"tokenbed/agent/eventlog"
 	"tokenbed/analysis/pcaptimeline"
 	"tokenbed/experiments"
 	"tokenbed/harness/runner"
+	"tokenbed/internal/pcapread"
 	"tokenbed/internal/results"
 )
 
@@ -229,27 +229,31 @@ func otherPackets(t *testing.T, path string) map[string]int {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	r, err := pcapgo.NewNgReader(f, pcapgo.DefaultNgReaderOptions)
+	r, err := pcapread.NewReader(f)
 	if err != nil {
 		t.Fatal(err)
 	}
 	other := map[string]int{}
 	for {
-		data, ci, err := r.ReadPacketData()
+		p, err := r.Next()
 		if err == io.EOF {
 			break
 		}
 		if err != nil {
 			t.Fatal(err)
 		}
-		intf, _ := r.Interface(ci.InterfaceIndex)
-		if intf.LinkType != layers.LinkTypeEthernet {
+		if p.LinkType != layers.LinkTypeEthernet {
 			continue // the harness's annotations
 		}
-		pkt := gopacket.NewPacket(data, layers.LayerTypeEthernet, gopacket.Default)
-		if udp, ok := pkt.Layer(layers.LayerTypeUDP).(*layers.UDP); ok && pkt.Layer(layers.LayerTypeICMPv4) == nil && (udp.DstPort == runner.AgentPort || udp.SrcPort == runner.AgentPort) {
+		if p.UDP != nil && (p.UDP.DstPort == runner.AgentPort || p.UDP.SrcPort == runner.AgentPort) {
 			continue
 		}
+		if p.Fragment && p.UDP == nil {
+			continue // judged with its datagram, when its last fragment makes it whole
+		}
+		// The reader decodes up to UDP; what else crossed the links is
+		// decoded whole here, for its kind.
+		pkt := gopacket.NewPacket(p.Data, layers.LayerTypeEthernet, gopacket.Default)
 		if icmp, ok := pkt.Layer(layers.LayerTypeICMPv4).(*layers.ICMPv4); ok && icmp.TypeCode == layers.CreateICMPv4TypeCode(layers.ICMPv4TypeDestinationUnreachable, layers.ICMPv4CodePort) {
 			continue
 		}
@@ -263,6 +267,7 @@ func otherPackets(t *testing.T, path string) map[string]int {
 		if ls := pkt.Layers(); len(ls) > 1 {
 			kind = ls[1].LayerType().String()
 		}
+		intf, _ := r.Interface(p.Iface)
 		other[intf.Name+" "+kind]++
 	}
 	return other

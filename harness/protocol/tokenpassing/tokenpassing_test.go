@@ -24,7 +24,7 @@ func TestConfigRoundTrip(t *testing.T) {
 duration: 10s
 time_scale: 100
 defaults:
-  agent: {passing: {ack_timeout: 250ms, commit_retries: 0}, randomwalk: {hold: 2s}}
+  agent: {passing: {exchange: 3way, ack_timeout: 250ms, commit_retries: 0}, randomwalk: {hold: 2s}}
 agents:
   - name: A
     generate: true
@@ -73,7 +73,7 @@ agents:
 	if _, ok := c.Policies["wandering"]; !ok {
 		t.Errorf("the wandering section was not written:\n%s", out)
 	}
-	if r.Passing.AckTimeout != 250*time.Millisecond || r.Passing.CommitRetries != 0 || r.Passing.Fault == 0 {
+	if r.Passing.Exchange != "3way" || r.Passing.AckTimeout != 250*time.Millisecond || r.Passing.CommitRetries != 0 || r.Passing.Fault == 0 {
 		t.Errorf("passing %+v", r.Passing)
 	}
 	if r.DirectoryTTL != 600*time.Millisecond {

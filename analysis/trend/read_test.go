@@ -1,0 +1,91 @@
+package trend
+
+import (
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"tokenbed/internal/resultsdb"
+	"tokenbed/internal/stats"
+)
+
+// Read: a night is a campaign; a job's runs of one night are pooled; a
+// night whose only run errored is missing; a figure that is not a count
+// gives no series; --since keeps the latest nights.
+func TestRead(t *testing.T) {
+	db, err := resultsdb.Open(filepath.Join(t.TempDir(), "r.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	t0 := time.Date(2026, 11, 1, 2, 0, 0, 0, time.UTC)
+	put := func(camp, id, status string, failures float64, lat []float64) {
+		t.Helper()
+		x := resultsdb.Indexed{
+			Run: resultsdb.Run{ID: id, Campaign: camp, Job: "j", Revision: "rev-" + camp, Status: status, Started: t0},
+			Figures: []resultsdb.Figure{
+				{Name: "network_failures.tolerated", Value: resultsdb.Val(failures)},
+				{Name: "wall_seconds", Value: resultsdb.Val(12.5), Unit: "s"},
+			},
+			Samples: []resultsdb.Sample{{Name: "latency_s.A>B", Vals: lat}},
+		}
+		if err := db.PutRun(x); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, c := range []string{"c1", "c2", "c3"} {
+		if err := db.UpsertCampaign(resultsdb.Campaign{ID: c, Started: t0.Add(time.Duration(i) * time.Hour), Status: resultsdb.CampaignPassed}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("c1", "r1a", resultsdb.RunPass, 2, []float64{0.01, 0.02})
+	put("c1", "r1b", resultsdb.RunFail, 3, []float64{0.03})
+	put("c2", "r2", resultsdb.RunError, 9, []float64{9})
+	put("c3", "r3", resultsdb.RunPass, 4, []float64{0.04})
+
+	ss, err := Read(db, Selection{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]Series{}
+	for _, s := range ss {
+		got[s.Figure] = s
+	}
+	if len(ss) != 4 { // the count, the distribution, p50, p99
+		t.Fatalf("%d series: %v", len(ss), got)
+	}
+	c := got["network_failures.tolerated"]
+	if c.Kind != Count || len(c.Nights) != 3 || c.Nights[0].Events != 5 || c.Nights[0].Exposure != 2 || !c.Nights[1].Missing || c.Nights[2].Events != 4 {
+		t.Errorf("count series %+v", c)
+	}
+	if c.Nights[2].Night != "c3" || c.Nights[2].Revision != "rev-c3" {
+		t.Errorf("night 3 is %q at %q", c.Nights[2].Night, c.Nights[2].Revision)
+	}
+	d := got["latency_s.A>B"]
+	if d.Kind != Distribution || d.Unit != "s" || d.Better != "lower" || fmt.Sprint(stats.Sorted(d.Nights[0].Samples)) != "[0.01 0.02 0.03]" {
+		t.Errorf("distribution series %+v", d)
+	}
+	if q := got["latency_s.A>B p99"]; q.Kind != Quantile || q.Q != 0.99 {
+		t.Errorf("p99 series %+v", q)
+	}
+	if _, ok := got["wall_seconds"]; ok {
+		t.Error("wall_seconds, not a count, gave a series")
+	}
+
+	ss, err = Read(db, Selection{Figure: "seconds", Scalars: []string{"wall_"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ss) != 1 || ss[0].Kind != Distribution || ss[0].Unit != "s" || fmt.Sprint(ss[0].Nights[0].Samples) != "[12.5 12.5]" || !ss[0].Nights[1].Missing {
+		t.Errorf("--scalar wall_: %+v", ss)
+	}
+
+	ss, err = Read(db, Selection{Figure: "tolerated", Since: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ss) != 1 || len(ss[0].Nights) != 2 || ss[0].Nights[0].Night != "c2" || !ss[0].Nights[0].Missing {
+		t.Errorf("--figure tolerated --since 2: %+v", ss)
+	}
+}

@@ -1,0 +1,132 @@
+package trend
+
+import (
+	"fmt"
+	"math"
+	"slices"
+
+	"tokenbed/internal/stats"
+)
+
+// prepared is one night ready for a test: its sorted samples, or its
+// count, and its own value of the figure.
+type prepared struct {
+	sorted   []float64
+	events   int
+	exposure float64
+	value    float64
+}
+
+// tester is one kind's test of nights against a pooled baseline.
+type tester struct {
+	name  string
+	value func(p prepared) float64
+	// pvalue tests night n against the pooled baseline b.
+	pvalue func(n, b prepared) float64
+}
+
+func testerFor(s Series) (tester, error) {
+	switch s.Kind {
+	case Quantile:
+		if !(s.Q > 0 && s.Q < 1) {
+			return tester{}, fmt.Errorf("quantile figure with q %v: want 0 < q < 1", s.Q)
+		}
+		q := s.Q
+		return tester{
+			name:   "quantile intervals",
+			value:  func(p prepared) float64 { return stats.Quantile(p.sorted, q) },
+			pvalue: func(n, b prepared) float64 { return stats.QuantileTest(n.sorted, b.sorted, q) },
+		}, nil
+	case Distribution:
+		return tester{
+			name:  "Kolmogorov–Smirnov",
+			value: func(p prepared) float64 { return stats.Quantile(p.sorted, 0.5) },
+			pvalue: func(n, b prepared) float64 {
+				_, p := stats.KSTest(n.sorted, b.sorted)
+				return p
+			},
+		}, nil
+	case Count:
+		return tester{
+			name:   "conditional binomial",
+			value:  func(p prepared) float64 { return float64(p.events) / p.exposure },
+			pvalue: func(n, b prepared) float64 { return stats.CountTest(n.events, b.events, n.exposure, b.exposure) },
+		}, nil
+	}
+	return tester{}, fmt.Errorf("unknown kind %q (known: %s, %s, %s)", s.Kind, Quantile, Distribution, Count)
+}
+
+func (t tester) prepare(n Night) prepared {
+	p := prepared{sorted: stats.Sorted(n.Samples), events: n.Events, exposure: n.Exposure}
+	if p.exposure <= 0 {
+		p.exposure = 1
+	}
+	p.value = t.value(p)
+	return p
+}
+
+// pool merges baseline nights into one.
+func (t tester) pool(base []prepared) prepared {
+	var b prepared
+	for _, n := range base {
+		b.sorted = append(b.sorted, n.sorted...)
+		b.events += n.events
+		b.exposure += n.exposure
+	}
+	slices.Sort(b.sorted)
+	b.value = t.value(b)
+	return b
+}
+
+// candidate tests the change at after[0], against base. The nights from
+// it on, pooled, must differ from the pooled baseline, and so must the
+// first of them alone and the latest alone (an intersection–union test:
+// its p-value is the largest of the three), all in one direction; and
+// every one of those
+// nights must lie beyond every baseline night's own value, which places
+// the change at its first night and keeps a single wild night, or
+// nights that scatter more than their samples' noise, from reading as a
+// change. A single low night after a change does not hide it, as
+// testing every night alone would.
+func (t tester) candidate(j int, base, after []prepared) candidate {
+	b := t.pool(base)
+	c := candidate{j: j, baseline: b.value, p: 1}
+	latest := after[len(after)-1]
+	c.dir = sign(latest.value - b.value)
+	if c.dir == 0 {
+		return c
+	}
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for _, n := range base {
+		lo, hi = min(lo, n.value), max(hi, n.value)
+	}
+	for _, n := range after {
+		if !((c.dir > 0 && n.value > hi) || (c.dir < 0 && n.value < lo)) {
+			return c
+		}
+	}
+	a := t.pool(after)
+	if sign(a.value-b.value) != c.dir {
+		return c
+	}
+	first := after[0]
+	if sign(first.value-b.value) != c.dir {
+		return c
+	}
+	pa, pf, pl := t.pvalue(a, b), t.pvalue(first, b), t.pvalue(latest, b)
+	if math.IsNaN(pa) || math.IsNaN(pf) || math.IsNaN(pl) {
+		return c
+	}
+	c.p = max(pa, pf, pl)
+	return c
+}
+
+func sign(x float64) int {
+	switch {
+	case x > 0:
+		return 1
+	case x < 0:
+		return -1
+	}
+	return 0
+}

@@ -1,0 +1,162 @@
+package trend
+
+import (
+	"encoding/json"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"tokenbed/internal/stats"
+)
+
+func readSeries(t *testing.T, name string) seriesFile {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f seriesFile
+	if err := json.Unmarshal(b, &f); err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	if len(f.Series) == 0 || len(f.Series) != len(f.Expect) {
+		t.Fatalf("%s: %d series, %d expectations", name, len(f.Series), len(f.Expect))
+	}
+	return f
+}
+
+func check(t *testing.T, file string, fs []Finding, want []expect) {
+	t.Helper()
+	for i, w := range want {
+		f := fs[i]
+		if f.Figure != w.Figure {
+			t.Fatalf("%s: finding %d is %q, want %q", file, i, f.Figure, w.Figure)
+		}
+		got := expect{Figure: f.Figure, Judged: f.Judged, Moved: f.Moved, Regression: f.Regression}
+		if w.SinceRevision != "" {
+			got.SinceRevision, got.NightsMoved = f.SinceRevision, f.NightsMoved
+		}
+		if w.Before != "" {
+			got.Before = f.Before
+		}
+		if got != w {
+			t.Errorf("%s: %s: got %+v, want %+v\n%s", file, w.Figure, got, w, Text([]Finding{f}))
+		}
+	}
+}
+
+// The literal series and their verdicts: a step change (flagged, with
+// the revision it came in), noise alone (no flag), missing nights
+// (handled: no flag, the latest missing not judged, a step after a gap
+// named from the last night present).
+func TestLiteralSeries(t *testing.T) {
+	for _, name := range []string{"step.json", "noise.json", "missing.json"} {
+		f := readSeries(t, name)
+		fs := Analyze(f.Series, Options{})
+		check(t, name, fs, f.Expect)
+		if t.Failed() {
+			t.Logf("%s:\n%s", name, Text(fs))
+		}
+	}
+}
+
+// A slow drift is flagged, some nights after it starts: the test replays
+// the nights one at a time, as the nightly run sees them, and reports
+// when.
+func TestDrift(t *testing.T) {
+	f := readSeries(t, "drift.json")
+	s := f.Series[0]
+	const start = 7 // the drift's first night (drift.json's about)
+	first := 0
+	for k := start; k <= len(s.Nights); k++ {
+		p := s
+		p.Nights = s.Nights[:k]
+		fs := Analyze([]Series{p}, Options{})
+		if k < start+1 && fs[0].Moved {
+			t.Errorf("flagged at night %d, before the drift could show", k)
+		}
+		if fs[0].Moved && first == 0 {
+			first = k
+			t.Logf("drift of 0.04 ms/night flagged at night %d (%d nights after it began; %.2f ms above the start), since %s, p_adj %.2g",
+				k, k-start+1, 0.04*float64(k-start+1), fs[0].SinceRevision, fs[0].PAdjusted)
+		}
+	}
+	check(t, "drift.json", Analyze(f.Series, Options{}), f.Expect)
+	// 0.04 ms a night against a median whose standard error is ~0.025 ms
+	// over 150 samples: flagged on the drift's third night; a change to
+	// the test that needs more than five is a loss of power.
+	if first == 0 || first-start+1 > 5 {
+		t.Errorf("drift flagged after %d nights (never, if %d), want ≤ 5", first-start+1, 1-start)
+	}
+}
+
+// Noise alone, over many seeded nights of five figures each: the nights
+// with any false flag stay within the family-wise level Alpha (Holm over
+// the figures, Bonferroni over the candidate change nights).
+func TestNoiseFalseFlagRate(t *testing.T) {
+	reps := 300
+	if testing.Short() {
+		reps = 60
+	}
+	const seed = 2026
+	g := gen{rand.New(rand.NewPCG(seed, 1))}
+	o := Options{Alpha: 0.05} // a larger level, so that the count says something in 300 nights
+	flagged, figures := 0, 0
+	for range reps {
+		ss := []Series{
+			g.sampleSeries("j", "p50", Quantile, 0.5, 10, 100, latency(flat)),
+			g.sampleSeries("j", "p99", Quantile, 0.99, 10, 100, latency(flat)),
+			g.sampleSeries("j", "dist", Distribution, 0, 10, 100, latency(flat)),
+			g.countSeries("j", "failures", 10, func(int) float64 { return 5 }),
+			g.countSeries("j", "rare", 10, func(int) float64 { return 0.5 }),
+		}
+		any := false
+		for _, f := range Analyze(ss, o) {
+			if f.Moved {
+				any = true
+				figures++
+			}
+		}
+		if any {
+			flagged++
+		}
+	}
+	t.Logf("seed %d: %d of %d noise nights had a false flag (%d figures), nominal at most %.0f", seed, flagged, reps, figures, o.Alpha*float64(reps))
+	// More than this has probability < 0.1% at the nominal level.
+	if p := stats.BinomialUpper(flagged, reps, o.Alpha); p < 0.001 {
+		t.Errorf("%d of %d nights falsely flagged: p = %.2g at the nominal %.2f", flagged, reps, p, o.Alpha)
+	}
+}
+
+// What cannot be judged says why, and never counts in Holm's family.
+func TestNotJudged(t *testing.T) {
+	ss := []Series{
+		{Figure: "short", Kind: Count, Nights: []Night{{Night: "n1", Events: 1}}},
+		{Figure: "gap", Kind: Count, Nights: []Night{{Night: "n1", Missing: true}, {Night: "n2", Events: 9}}},
+		{Figure: "badq", Kind: Quantile, Q: 1.5, Nights: []Night{{Night: "n1", Samples: []float64{1}}}},
+		{Figure: "bogus", Kind: "mean", Nights: []Night{{Night: "n1"}}},
+		{Figure: "empty", Kind: Count},
+	}
+	for _, f := range Analyze(ss, Options{}) {
+		if f.Judged || f.Moved || f.Note == "" || !math.IsNaN(f.P) {
+			t.Errorf("%s: judged %v moved %v note %q p %v", f.Figure, f.Judged, f.Moved, f.Note, f.P)
+		}
+	}
+}
+
+// Two nights are enough: the second with the latency 1 ms up is flagged
+// at its revision; two nights of noise are not.
+func TestTwoNights(t *testing.T) {
+	g := gen{rand.New(rand.NewPCG(105, 0))}
+	up := g.sampleSeries("j", "latency_s.A>B p50", Quantile, 0.5, 2, 150, latency(func(n int) float64 { return float64(n - 1) }))
+	same := g.sampleSeries("j", "latency_s.B>A p50", Quantile, 0.5, 2, 150, latency(flat))
+	dist := g.sampleSeries("j", "latency_s.B>A", Distribution, 0, 2, 150, latency(flat))
+	fs := Analyze([]Series{up, same, dist}, Options{})
+	check(t, "two nights", fs, []expect{
+		{Figure: "latency_s.A>B p50", Judged: true, Moved: true, Regression: true, SinceRevision: "r02", Before: "n01", NightsMoved: 1},
+		{Figure: "latency_s.B>A p50", Judged: true},
+		{Figure: "latency_s.B>A", Judged: true},
+	})
+}
