@@ -13,8 +13,6 @@ import (
 	"sync"
 
 	"gonum.org/v1/plot"
-	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
 )
 
@@ -68,8 +66,14 @@ func Report(dir string) (string, error) {
 	rp.table5()
 	rp.fig2()
 	rp.fig3and4()
+	rp.readings003()
 	rp.fig5()
+	claims := claims003(rp.runs)
+	rp.claimTable("003: the paper's figures against ours", claims)
 	rp.w(notes)
+	if err := writeClaims(dir, claims); err != nil {
+		return "", err
+	}
 	path := filepath.Join(dir, "report.md")
 	if err := os.WriteFile(path, []byte(rp.b.String()), 0o644); err != nil {
 		return "", err
@@ -282,166 +286,6 @@ func (rp *report) table5() {
 	}
 }
 
-// fig2 is 003 Fig. 2: shares of time idle, with 1, 2 and more than 2
-// operations, baseline against the Wandering Token, N = 300.
-func (rp *report) fig2() {
-	w := rp.w
-	shares := simShares
-	if bl, wt := rp.runs["f2-baseline-n300"], rp.runs["f3-wandering-n300"]; bl != nil || wt != nil {
-		w("## 003 Fig. 2: share of time with 0, 1, 2, >2 operations, N = 300\n\n")
-		w("Paper figures from §3's text (the plot itself is not in the seed). Tolerance: ±5 percentage points, ±1 for the >2 column of the Wandering Token.\n\n")
-		w("| | idle | 1 | 2 | >2 |\n|---|---|---|---|---|\n")
-		w("| paper, baseline (1200 ± 600 s) | 40%% | | | 8%% |\n")
-		if bl != nil {
-			s := shares(bl)
-			w("| sim, baseline | %s | %s | %s | %s |\n", pct(s[0], 0.40, 0.05), pct(s[1], -1, 0), pct(s[2], -1, 0), pct(s[3], 0.08, 0.05))
-		}
-		w("| Poisson, λ = 300·4/1200 = 1 | 36.8%% | 36.8%% | 18.4%% | 8.0%% |\n")
-		w("| paper, Wandering Token | < 10%% | | 5%% | 0.3%% |\n")
-		if wt != nil {
-			s := shares(wt)
-			idle := pct(s[0], -1, 0)
-			if s[0] >= 0.10+0.05 {
-				idle += " ✗"
-			} else {
-				idle += " ✓"
-			}
-			w("| sim, Wandering Token | %s | %s | %s | %s |\n\n", idle, pct(s[1], -1, 0), pct(s[2], 0.05, 0.05), pct(s[3], 0.003, 0.01))
-		}
-		p := plot.New()
-		p.Title.Text = "003 Fig. 2: concurrent operations, N = 300 (sim)"
-		p.Y.Label.Text = "share of time"
-		p.NominalX("idle", "1", "2", ">2")
-		for i, r := range []*Run{bl, wt} {
-			if r == nil {
-				continue
-			}
-			s := shares(r)
-			bars, err := plotter.NewBarChart(plotter.Values(s[:]), vg.Points(20))
-			if err != nil {
-				continue
-			}
-			bars.Color = plotutil.Color(i)
-			bars.Offset = vg.Points(float64(20*i - 10))
-			p.Add(bars)
-			p.Legend.Add([]string{"baseline", "wandering token"}[i], bars)
-		}
-		p.Legend.Top = true // clear of the >2 bars
-		rp.save(p, "fig2_concurrency.png")
-	}
-}
-
-// fig3and4 is 003 Fig. 3 (shares by N, 70% to 120% of N_max) and Fig. 4
-// (the intervals between an agent's operations): one table and two plots
-// from the same runs.
-func (rp *report) fig3and4() {
-	w := rp.w
-	shares := simShares
-	var f3 []*Run
-	for _, n := range rp.names {
-		if strings.HasPrefix(n, "f3-wandering-") {
-			f3 = append(f3, rp.runs[n])
-		}
-	}
-	slices.SortFunc(f3, func(a, b *Run) int { return a.N - b.N })
-	if len(f3) > 0 {
-		w("## 003 Fig. 3 and Fig. 4: N from 210 to 360 (70%% to 120%% of N_max)\n\n")
-		w("Paper (§3): \"the probability of concurrent access ... does not exceed 10%%\"; \"80%% of the times the token interarrival time falls below 1200 secs\" (N = 300) and, overbooked, \"more than 50%% ... below 1200 seconds\". Inter-arrival: successive operations of one agent.\n\n")
-		w("| N | idle | 1 | 2 | >2 | ≥2 (paper ≤ 10%%) | inter-arrival below 1200 s (paper 80%% at 300, > 50%% above) | mean inter-arrival s | max tokens | time with no token |\n|---|---|---|---|---|---|---|---|---|---|\n")
-		pc := plot.New()
-		pc.Title.Text = "003 Fig. 4: intervals between successive operations of an agent (sim)"
-		pc.X.Label.Text = "interval (s)"
-		pc.Y.Label.Text = "cumulative fraction"
-		for i, r := range f3 {
-			s := shares(r)
-			ia := r.InterArrivals()
-			below := frac(ia, 1200)
-			want := 0.5
-			if r.N == 300 {
-				want = 0.8
-			}
-			mark := "✓"
-			if r.N <= 300 && r.N != 300 {
-				mark = "" // the paper states nothing numeric for these
-			} else if below < want-0.05 {
-				mark = "✗"
-			}
-			conc := s[2] + s[3]
-			cm := "✓"
-			if conc > 0.10 {
-				cm = "✗"
-			}
-			tc := r.TokenCount()
-			maxTok := 0
-			for _, st := range tc {
-				maxTok = max(maxTok, st.V)
-			}
-			none := 0.0
-			if d := durations(tc, r.SpanS); len(d) > 0 {
-				none = d[0] / r.SpanS
-			}
-			w("| %d | %.1f%% | %.1f%% | %.1f%% | %.2f%% | %.1f%% %s | %.0f%% %s | %.0f | %d | %.1f%% |\n", r.N, 100*s[0], 100*s[1], 100*s[2], 100*s[3], 100*conc, cm, 100*below, mark, mean(ia), maxTok, 100*none)
-			pts := cdfPoints(ia)
-			if l, err := plotter.NewLine(pts); err == nil && len(pts) > 1 {
-				l.Color = plotutil.Color(i)
-				pc.Add(l)
-				pc.Legend.Add(fmt.Sprintf("N=%d", r.N), l)
-			}
-		}
-		w("\n")
-		pc.Legend.Top, pc.Legend.Left = false, false
-		rp.save(pc, "fig4_interarrival_cdf.png")
-		p := plot.New()
-		p.Title.Text = "003 Fig. 3: share of time with k concurrent operations (sim)"
-		p.X.Label.Text = "N"
-		p.Y.Label.Text = "share of time"
-		for k, lab := range []string{"idle", "1", "2", ">2"} {
-			var pts plotter.XYs
-			for _, r := range f3 {
-				pts = append(pts, plotter.XY{X: float64(r.N), Y: shares(r)[k]})
-			}
-			if l, err := plotter.NewLine(pts); err == nil {
-				l.Color = plotutil.Color(k)
-				p.Add(l)
-				p.Legend.Add(lab, l)
-			}
-		}
-		p.Y.Max = 1.15 // room for the legend above the lines
-		p.Legend.Top = true
-		rp.save(p, "fig3_concurrency_by_n.png")
-	}
-}
-
-// fig5 is 003 Fig. 5: the tokens in the system over time, N = 300, with
-// the losses injected.
-func (rp *report) fig5() {
-	w := rp.w
-	if r := rp.runs["f3-wandering-n300"]; r != nil {
-		w("## 003 Fig. 5: tokens over time, N = 300, a loss every 10^4 s\n\n")
-		w("Paper (§3): spurious tokens show as narrow spikes and \"never exceed the number of two\"; after a loss the regeneration latency \"may be relevant\".\n\n")
-		p := plot.New()
-		p.Title.Text = "003 Fig. 5: tokens in the system (sim, N = 300)"
-		p.X.Label.Text = "time (s)"
-		p.Y.Label.Text = "tokens"
-		var pts plotter.XYs
-		prev := 0
-		for _, st := range r.TokenCount() {
-			pts = append(pts, plotter.XY{X: st.T, Y: float64(prev)}, plotter.XY{X: st.T, Y: float64(st.V)})
-			prev = st.V
-		}
-		pts = append(pts, plotter.XY{X: r.SpanS, Y: float64(prev)})
-		if l, err := plotter.NewLine(pts); err == nil {
-			p.Add(l)
-		}
-		rp.save(p, "fig5_tokens.png")
-		var lines []string
-		for _, l := range r.Losses {
-			lines = append(lines, fmt.Sprintf("%.0f (%s)", l.AtS, l.Agent))
-		}
-		w("Losses injected at (s): %s.\n\n", strings.Join(lines, ", "))
-	}
-}
-
 // loadAll loads the runs of the manifests ms, one per CPU at a time (each
 // run's logs are read by one goroutine, in order), in ms's order.
 func loadAll(ms []string) ([]*Run, error) {
@@ -469,7 +313,7 @@ func paperLength(scenario string) string {
 		return "1000000"
 	case strings.HasPrefix(scenario, "t5"):
 		return "100 transients"
-	case strings.HasPrefix(scenario, "f2-"), strings.HasPrefix(scenario, "f3-"):
+	case strings.HasPrefix(scenario, "f2-"), strings.HasPrefix(scenario, "f3"):
 		return "100000"
 	case strings.HasPrefix(scenario, "r-"):
 		return "100000 (the real run's length)"

@@ -28,8 +28,9 @@ import (
 // ManifestFile is the run's description, beside logs/.
 const ManifestFile = "manifest.json"
 
-// Loss is one injected token loss: Agent, holding Token, crashed at AtS
-// (paper seconds from the start) and restarted at once.
+// Loss is one injected token loss at AtS (paper seconds from the
+// start): Agent, holding Token, crashed and restarted at once (the
+// manifest's LossModel "crash"), or lost Token passing it on ("transit").
 type Loss struct {
 	AtS   float64 `json:"at_s"`
 	Agent string  `json:"agent"`
@@ -47,12 +48,28 @@ type Manifest struct {
 	Epoch      time.Time `json:"epoch"`
 	Profile    string    `json:"profile"`
 	LossEveryS float64   `json:"loss_every_s,omitempty"`
-	Losses     []Loss    `json:"losses,omitempty"`
-	WallS      float64   `json:"wall_s"`
+	// LossModel: "transit" (the next token passed is lost on its way) or
+	// "crash" (the holder crashes and restarts); LossExponential: the
+	// intervals between losses are exponential of mean LossEveryS, not
+	// fixed.
+	LossModel       string `json:"loss_model,omitempty"`
+	LossExponential bool   `json:"loss_exponential,omitempty"`
+	// Clocks: each agent's clock offset and drift from the reference
+	// (agents absent: the reference clock). The logs' times are the
+	// reference's.
+	Clocks map[string]Clock `json:"clocks,omitempty"`
+	Losses []Loss           `json:"losses,omitempty"`
+	WallS  float64          `json:"wall_s"`
 	// CutShort: the wall-time limit ended the run before its span or its
 	// transients (span_s is what was simulated).
 	CutShort  bool   `json:"cut_short,omitempty"`
 	Datagrams uint64 `json:"datagrams"`
+}
+
+// Clock is an agent's local clock: OffsetS + (1 + Drift)·reference time.
+type Clock struct {
+	OffsetS float64 `json:"offset_s"`
+	Drift   float64 `json:"drift"`
 }
 
 // Op is one execution of the protected operation, in paper seconds.
@@ -145,7 +162,9 @@ type measuring struct {
 func (r *Run) measurer() *measuring {
 	m := &measuring{r: r, crashes: map[string][]float64{}, lost: map[string]float64{}, toks: map[string]*seen{}}
 	for _, l := range r.Losses {
-		m.crashes[l.Agent] = append(m.crashes[l.Agent], l.AtS)
+		if r.LossModel != "transit" { // the agent died with its operation
+			m.crashes[l.Agent] = append(m.crashes[l.Agent], l.AtS)
+		}
 		m.lost[l.Token] = l.AtS
 	}
 	return m
@@ -294,7 +313,7 @@ func steps(from, to []float64, end float64) []Step {
 	}
 	es := make([]edge, 0, 2*len(from))
 	for i := range from {
-		if from[i] >= end || to[i] <= from[i] {
+		if from[i] >= end || to[i] <= max(from[i], 0) { // outside [0, end), e.g. in a warm-up
 			continue
 		}
 		es = append(es, edge{max(from[i], 0), 1}, edge{min(to[i], end), -1})

@@ -1,12 +1,15 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"tokenbed/agent/ca"
@@ -28,8 +31,15 @@ type Scenario struct {
 	N       int
 	Span    time.Duration
 	Seed    uint64
-	// LossEvery injects a token loss every LossEvery (003 §3: 10^4 s).
-	LossEvery time.Duration
+	// LossEvery injects a token loss every LossEvery (003 §3: 10^4 s),
+	// by the model Loss (LossTransit or LossCrash; empty: LossCrash), at
+	// a fixed period or, with LossExponential, at exponential intervals
+	// of that mean.
+	LossEvery       time.Duration
+	Loss            string
+	LossExponential bool
+	// Clocks spreads the agents' clocks (zero: one clock for all).
+	Clocks Clocks
 	// Transients, when > 0, injects losses one at a time: the next once
 	// the token count has been exactly 1 for Settle (004 Table 5), until
 	// Transients losses or Span.
@@ -53,12 +63,19 @@ const Profile = "delay 1ms"
 // run` writes.
 func (s Scenario) experimentYAML() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "name: %s\nseed: %d\nduration: %ds\ndefaults:\n  role: %s\n  profile: %q\n  agent:\n    %s: %s\nagents:\n",
-		s.Name, s.Seed, int64(s.Span.Seconds()), s.Role, Profile, s.Role, s.Section)
+	fmt.Fprintf(&b, "name: %s\nseed: %d\nduration: %ds\ndefaults:\n  role: %s\n  profile: %q\n  agent:\n    %s: %s\n",
+		s.Name, s.Seed, int64((s.warmup() + s.Span).Seconds()), s.Role, Profile, s.Role, s.Section)
+	if sk := s.skew(); sk > 0 {
+		fmt.Fprintf(&b, "    max_clock_skew: %v\n", sk)
+	}
+	b.WriteString("agents:\n")
 	for i := range s.N {
 		gen := ""
 		if i == 0 {
 			gen = ", generate: true"
+		}
+		if off, drift := s.clock(i); off != 0 || drift != 0 {
+			gen += fmt.Sprintf(", clock: {offset: %v, drift: %.3g}", off, drift)
 		}
 		fmt.Fprintf(&b, "  - {name: %s%s}\n", agentName(i), gen)
 	}
@@ -95,7 +112,7 @@ func Simulate(s Scenario, dir string, progress func(string)) (*wandering.Manifes
 	w := sim.New(sim.Config{Seed: s.Seed, OnEvent: tr.observe})
 	defer w.Close()
 	tr.now = w.Now
-	x := &simulation{s: s, progress: progress, w: w, tr: tr, procs: procs, verified: &ca.Verified{}}
+	x := &simulation{s: s, progress: progress, w: w, tr: tr, procs: procs, verified: &ca.Verified{}, t0: sim.Epoch.Add(s.warmup())}
 	if err := x.configure(e, dir, keys, prof); err != nil {
 		return nil, err
 	}
@@ -105,13 +122,30 @@ func Simulate(s Scenario, dir string, progress func(string)) (*wandering.Manifes
 		}
 	}
 	x.m = &wandering.Manifest{Scenario: s.Name, Role: s.Role, Section: s.Section, N: s.N, Seed: s.Seed,
-		SpanS: s.Span.Seconds(), Epoch: sim.Epoch, Profile: Profile, LossEveryS: s.LossEvery.Seconds()}
+		SpanS: s.Span.Seconds(), Epoch: x.t0, Profile: Profile, LossEveryS: s.LossEvery.Seconds()}
+	if s.LossEvery > 0 {
+		x.m.LossModel, x.m.LossExponential = cmp.Or(s.Loss, LossCrash), s.LossExponential
+	}
+	for i := range s.N {
+		if off, drift := s.clock(i); off != 0 || drift != 0 {
+			if x.m.Clocks == nil {
+				x.m.Clocks = map[string]wandering.Clock{}
+			}
+			x.m.Clocks[agentName(i)] = wandering.Clock{OffsetS: off.Seconds(), Drift: drift}
+		}
+	}
+	tr.lost = func(agent, tok string) {
+		x.m.Losses = append(x.m.Losses, wandering.Loss{AtS: w.Now().Sub(x.t0).Seconds(), Agent: agent, Token: tok})
+	}
 	x.index = map[string]int{}
 	for i, p := range procs {
 		x.index[p.Instance] = i
 	}
-	end := sim.Epoch.Add(s.Span)
+	end := x.t0.Add(s.Span)
 	x.wall = time.Now()
+	if err := w.RunUntil(x.t0); err != nil { // the warm-up
+		return nil, err
+	}
 	switch {
 	case s.Transients > 0:
 		if end, err = x.runTransients(end); err != nil {
@@ -203,6 +237,9 @@ type simulation struct {
 	verified *ca.Verified
 	m        *wandering.Manifest
 	wall     time.Time // when the simulation started, for WallLimit
+	// t0: the start of the measured span, after the warm-up (the
+	// manifest's epoch: the analysis counts from it).
+	t0 time.Time
 }
 
 // configure adds every agent's host, builds its configuration and sets
@@ -263,13 +300,13 @@ func (x *simulation) start(i int) error {
 // it held is lost (with its policy state: history, last access).
 func (x *simulation) lose() error {
 	s, w, tr, m := x.s, x.w, x.tr, x.m
-	for w.Now().Before(sim.Epoch.Add(s.Span)) {
+	for w.Now().Before(x.t0.Add(s.Span)) {
 		if agent, tok, ok := tr.holder(); ok {
 			if err := w.Crash(agent); err != nil {
 				return err
 			}
 			tr.crashed(agent, w.Now())
-			m.Losses = append(m.Losses, wandering.Loss{AtS: w.Now().Sub(sim.Epoch).Seconds(), Agent: agent, Token: tok})
+			m.Losses = append(m.Losses, wandering.Loss{AtS: w.Now().Sub(x.t0).Seconds(), Agent: agent, Token: tok})
 			return x.start(x.index[agent])
 		}
 		// Every token in transit: a pass takes milliseconds.
@@ -294,7 +331,7 @@ func (x *simulation) report() {
 	if x.progress != nil {
 		s, w := x.s, x.w
 		x.progress(fmt.Sprintf("%s: %.0f of %.0f s simulated, %d losses, %d tokens alive, %.0f s wall",
-			s.Name, w.Now().Sub(sim.Epoch).Seconds(), s.Span.Seconds(), len(x.m.Losses), x.tr.alive(), time.Since(x.wall).Seconds()))
+			s.Name, w.Now().Sub(x.t0).Seconds(), s.Span.Seconds(), len(x.m.Losses), x.tr.alive(), time.Since(x.wall).Seconds()))
 	}
 }
 
@@ -305,7 +342,7 @@ func (x *simulation) runTransients(end time.Time) (time.Time, error) {
 	s, w, tr, m := x.s, x.w, x.tr, x.m
 	step := time.Duration(500) * time.Second
 	for w.Now().Before(end) && !x.cut() {
-		if tr.stableFor(w.Now()) >= s.Settle || len(m.Losses) == 0 && w.Now().Sub(sim.Epoch) >= s.Settle {
+		if tr.stableFor(w.Now()) >= s.Settle || len(m.Losses) == 0 && w.Now().Sub(x.t0) >= s.Settle {
 			if len(m.Losses) == s.Transients {
 				break
 			}
@@ -318,19 +355,32 @@ func (x *simulation) runTransients(end time.Time) (time.Time, error) {
 			return end, err
 		}
 	}
-	m.SpanS = w.Now().Sub(sim.Epoch).Seconds()
+	m.SpanS = w.Now().Sub(x.t0).Seconds()
 	return w.Now(), nil
 }
 
-// runLossEvery injects a loss every LossEvery (003 §3) up to end.
+// runLossEvery injects a loss every LossEvery (003 §3) up to end: at a
+// fixed period, or at exponential intervals of that mean drawn from a
+// stream of the scenario's seed of its own.
 func (x *simulation) runLossEvery(end time.Time) error {
 	s, w := x.s, x.w
-	for t := sim.Epoch.Add(s.LossEvery); !t.After(end) && !x.cut(); t = t.Add(s.LossEvery) {
+	r := rand.New(rand.NewPCG(s.Seed, 0x1055))
+	next := func(t time.Time) time.Time {
+		if s.LossExponential {
+			return t.Add(time.Duration(r.ExpFloat64() * float64(s.LossEvery)))
+		}
+		return t.Add(s.LossEvery)
+	}
+	for t := next(x.t0); !t.After(end) && !x.cut(); t = next(t) {
 		if err := w.RunUntil(t); err != nil {
 			return err
 		}
 		if t.Before(end) {
-			if err := x.lose(); err != nil {
+			lose := x.lose
+			if s.Loss == LossTransit {
+				lose = x.loseInTransit
+			}
+			if err := lose(); err != nil {
 				return err
 			}
 		}
@@ -346,19 +396,19 @@ func (x *simulation) runRest(end time.Time) error {
 	s, w, m := x.s, x.w, x.m
 	for w.Now().Before(end) {
 		if x.cut() {
-			m.SpanS = w.Now().Sub(sim.Epoch).Seconds()
+			m.SpanS = w.Now().Sub(x.t0).Seconds()
 			break
 		}
 		// On multiples of 10^4 s from the epoch (the agents start a little
 		// after it), so that the progress line comes every 10^5 s.
-		t := sim.Epoch.Add(w.Now().Sub(sim.Epoch).Truncate(10*k*time.Second) + 10*k*time.Second)
+		t := x.t0.Add(w.Now().Sub(x.t0).Truncate(10*k*time.Second) + 10*k*time.Second)
 		if t.After(end) {
 			t = end
 		}
 		if err := w.RunUntil(t); err != nil {
 			return err
 		}
-		if s.Transients == 0 && s.LossEvery == 0 && x.progress != nil && int64(w.Now().Sub(sim.Epoch).Seconds())%(100*k) == 0 {
+		if s.Transients == 0 && s.LossEvery == 0 && x.progress != nil && int64(w.Now().Sub(x.t0).Seconds())%(100*k) == 0 {
 			x.report()
 		}
 	}
@@ -378,6 +428,8 @@ type tracker struct {
 	since, spike time.Time
 	maxSpike     time.Duration
 	now          func() time.Time // the world's clock
+	// lost hears of a token lost in transit (token_lost).
+	lost func(agent, token string)
 }
 
 func newTracker() *tracker {
@@ -395,6 +447,12 @@ func (t *tracker) observe(agent string, e eventlog.Event) {
 		}
 	case eventlog.TokenDiscarded:
 		t.set(e.Token, false, e)
+	case eventlog.TokenLost:
+		delete(t.holders, e.Token)
+		t.set(e.Token, false, e)
+		if t.lost != nil {
+			t.lost(agent, e.Token)
+		}
 	}
 }
 
@@ -462,4 +520,22 @@ func (t *tracker) stableFor(now time.Time) time.Duration {
 		return 0
 	}
 	return now.Sub(t.since)
+}
+
+// loseInTransit makes a holder of a token lose it in transit when it
+// next passes it (003 §3's loss events; SIGUSR1, what the runner's
+// lose-token step sends: agent/node LoseNextPass). The loss itself is
+// the agent's token_lost, which the tracker records in the manifest.
+func (x *simulation) loseInTransit() error {
+	s, w, tr := x.s, x.w, x.tr
+	for w.Now().Before(x.t0.Add(s.Span)) {
+		if agent, _, ok := tr.holder(); ok {
+			return w.Signal(agent, syscall.SIGUSR1)
+		}
+		// Every token in transit: a pass takes milliseconds.
+		if err := w.RunUntil(w.Now().Add(10 * time.Millisecond)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
