@@ -18,6 +18,7 @@ import (
 	"tokenbed/harness/runner"
 	"tokenbed/harness/sim"
 	"tokenbed/internal/cli"
+	"tokenbed/internal/results"
 	"tokenbed/netem"
 )
 
@@ -33,6 +34,9 @@ type runFlags struct {
 	replicas  int
 	timeScale float64
 	rtPrio    int
+	shard     string
+	// shardInfo is --shard's, once the experiment is known (shardRun).
+	shardInfo *results.ShardInfo
 }
 
 // hostOnlyFlags are the run flags that act on the host, not on the run:
@@ -54,6 +58,7 @@ func runFlagSet(f *runFlags, stderr io.Writer) *flag.FlagSet {
 	fs.IntVar(&f.replicas, "replicas", 0, "run this many replicas of the topology, each replaying its share of the paper timeline (default: the experiment's)")
 	fs.Float64Var(&f.timeScale, "time-scale", 0, "application time scale (default: the experiment's); the distortion of compressed time is measured by comparing runs at several")
 	fs.IntVar(&f.rtPrio, "rt-priority", 5, "run the agents SCHED_FIFO at this priority, below the userspace engine's relay (10), as dedicated hosts would run them (0: normal scheduling)")
+	fs.StringVar(&f.shard, "shard", "", "K/N: run only shard K of N (1-based) of the run's replicas, contiguous blocks; the run ID is then the run's, the shard's own derived from it (see harness merge)")
 	fs.IntVar(&f.cpu, "cpu", -1, "with --impair uml: pin the instance to this host CPU (-1: the first free)")
 	return fs
 }
@@ -99,6 +104,12 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer, log *s
 	}
 	if f.runID == "" {
 		f.runID = runner.NewRunID()
+	}
+	if f.shard != "" {
+		if msg := f.shardRun(e); msg != "" {
+			fmt.Fprintln(stderr, "harness run:", msg)
+			return exitUsage
+		}
 	}
 	if f.backend == sim.Name {
 		return runSim(ctx, f, e, expPath, stdout, stderr, log)
@@ -152,7 +163,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer, log *s
 		defer claim.Release()
 		return runInUML(ctx, f, fs, expPath, stdout, stderr, log)
 	}
-	dir, err := runner.Run(ctx, runner.Options{Experiment: e, ExperimentFile: expPath, ResultsRoot: f.results, RunID: f.runID, Claim: claim,
+	dir, err := runner.Run(ctx, runner.Options{Experiment: e, ExperimentFile: expPath, ResultsRoot: f.results, RunID: f.runID, Shard: f.shardInfo, Claim: claim,
 		Impair: impair, ImpairReason: why, AgentBin: f.agent, RTPriority: f.rtPrio, Duration: f.duration, Log: log, Progress: stderr, TTY: isTTY(stderr)})
 	return finishRun(ctx, f, dir, err, stdout, stderr)
 }
@@ -166,7 +177,7 @@ func runSim(ctx context.Context, f runFlags, e *experiments.Experiment, expPath 
 		fmt.Fprintln(stderr, "harness run:", err)
 		return exitUsage
 	}
-	dir, err := runner.Run(ctx, runner.Options{Experiment: e, ExperimentFile: expPath, ResultsRoot: f.results, RunID: f.runID, Backend: be,
+	dir, err := runner.Run(ctx, runner.Options{Experiment: e, ExperimentFile: expPath, ResultsRoot: f.results, RunID: f.runID, Shard: f.shardInfo, Backend: be,
 		Impair: runner.ImpairSim, ImpairReason: "simulated: each direction is the userspace engine's netem model, in virtual time",
 		Duration: f.duration, Log: log, Progress: stderr, TTY: isTTY(stderr)})
 	code := finishRun(ctx, f, dir, err, stdout, stderr)
@@ -175,6 +186,28 @@ func runSim(ctx context.Context, f runFlags, e *experiments.Experiment, expPath 
 		fmt.Fprintf(stderr, "replay (seed %d): %s\n", e.Seed, replayCommand(f, expPath))
 	}
 	return code
+}
+
+// shardRun makes the run shard K of N of the run f.runID names (--shard):
+// its replicas, its own run ID, its shard.json. It returns what is wrong,
+// or "".
+func (f *runFlags) shardRun(e *experiments.Experiment) string {
+	s, err := results.ParseShard(f.shard)
+	if err != nil {
+		return "--shard " + err.Error()
+	}
+	if s.N > e.Replicas {
+		return fmt.Sprintf("--shard %s: %d shards of %d replicas: a shard would hold none (give --replicas)", s, s.N, e.Replicas)
+	}
+	host, _ := os.Hostname()
+	info := &results.ShardInfo{BaseRunID: f.runID, RunID: s.RunID(f.runID), Shard: s.K, Of: s.N, Assignment: results.AssignContiguous,
+		Unit: results.UnitReplicas, Total: e.Replicas, Experiment: e.Name, ExperimentHash: results.HashBytes(e.Raw), Seed: e.Seed,
+		GitRevision: runner.GitRevision(), Backend: f.backend, Host: host}
+	for _, r := range s.Part(e.Replicas) {
+		info.Items = append(info.Items, uint64(r))
+	}
+	f.runID, f.shardInfo = info.RunID, info
+	return ""
 }
 
 // replayCommand is the command that reruns a simulated run identically.
@@ -188,6 +221,9 @@ func replayCommand(f runFlags, expPath string) string {
 	}
 	if f.timeScale > 0 {
 		cmd += fmt.Sprintf(" --time-scale %g", f.timeScale)
+	}
+	if f.shardInfo != nil {
+		cmd += fmt.Sprintf(" --run-id %s --shard %s", f.shardInfo.BaseRunID, f.shard)
 	}
 	return cmd + " " + expPath
 }

@@ -11,6 +11,7 @@
 //	harness preflight                     say which impairment path this machine takes, and why
 //	harness clean [--run RUNID]           remove what killed runs left behind
 //	harness swarm [flags] EXPERIMENT.yaml many simulated seeds with drawn faults (harness swarm -h)
+//	harness merge [-o DIR] SHARD_DIR...   one results directory from a run's shards (run --shard), analysed
 //
 // Logs go to standard error; reports and timelines to standard output.
 //
@@ -68,6 +69,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdClean(args[1:], stdout, stderr, log)
 	case "swarm":
 		return cmdSwarm(ctx, args[1:], stdout, stderr)
+	case "merge":
+		return cmdMerge(args[1:], stdout, stderr)
 	case "-h", "--help", "help":
 		usage(stdout)
 		return exitOK
@@ -86,6 +89,7 @@ func usage(w io.Writer) {
   harness preflight                     which impairment path this machine takes, and why
   harness clean [--run RUNID]           remove leftovers of killed runs
   harness swarm [flags] EXPERIMENT.yaml many simulated seeds with drawn faults; shrinks failures (harness swarm -h)
+  harness merge [-o DIR] SHARD_DIR...   one results directory from a run's shards (harness run --shard), analysed
 `)
 }
 

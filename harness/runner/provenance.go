@@ -9,6 +9,9 @@ import (
 // gitRevision is the revision the running binary was built from, as the
 // Go toolchain stamped it: not whatever repository the run happens to be
 // started in.
+// GitRevision is the harness's revision as run.json records it.
+func GitRevision() string { return gitRevision() }
+
 func gitRevision() string {
 	info, ok := debug.ReadBuildInfo()
 	if !ok {
