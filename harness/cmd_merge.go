@@ -6,7 +6,7 @@ import (
 	"io"
 	"strings"
 
-	"tokenbed/harness/merge"
+	"tokenbed/harness/shard"
 	"tokenbed/internal/cli"
 )
 
@@ -30,7 +30,7 @@ func cmdMerge(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "harness merge: want the shard directories")
 		return exitUsage
 	}
-	res, err := merge.Merge(fs.Args(), *out)
+	res, err := shard.Merge(fs.Args(), *out)
 	if err != nil {
 		fmt.Fprintln(stderr, "harness merge:", err)
 		if res.Dir == "" {

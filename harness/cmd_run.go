@@ -16,6 +16,7 @@ import (
 	"tokenbed/harness/backend"
 	"tokenbed/harness/protocol"
 	"tokenbed/harness/runner"
+	"tokenbed/harness/shard"
 	"tokenbed/harness/sim"
 	"tokenbed/internal/cli"
 	"tokenbed/internal/results"
@@ -196,15 +197,9 @@ func (f *runFlags) shardRun(e *experiments.Experiment) string {
 	if err != nil {
 		return "--shard " + err.Error()
 	}
-	if s.N > e.Replicas {
-		return fmt.Sprintf("--shard %s: %d shards of %d replicas: a shard would hold none (give --replicas)", s, s.N, e.Replicas)
-	}
-	host, _ := os.Hostname()
-	info := &results.ShardInfo{BaseRunID: f.runID, RunID: s.RunID(f.runID), Shard: s.K, Of: s.N, Assignment: results.AssignContiguous,
-		Unit: results.UnitReplicas, Total: e.Replicas, Experiment: e.Name, ExperimentHash: results.HashBytes(e.Raw), Seed: e.Seed,
-		GitRevision: runner.GitRevision(), Backend: f.backend, Host: host}
-	for _, r := range s.Part(e.Replicas) {
-		info.Items = append(info.Items, uint64(r))
+	info, err := shard.Plan(f.runID, s, e, f.backend, runner.GitRevision())
+	if err != nil {
+		return err.Error()
 	}
 	f.runID, f.shardInfo = info.RunID, info
 	return ""

@@ -1,5 +1,6 @@
-// Package merge puts the shards of one run (harness run --shard) back
-// into one results directory, which analysis then reads as any run's.
+// Package shard splits a run into shards (harness run --shard K/N: Plan)
+// and puts the shards of one run back into one results directory
+// (harness merge: Merge), which analysis then reads as any run's.
 //
 // A shard is a results directory with a shard.json (results.ShardInfo).
 // The shards of one run share its base run ID, experiment (the bytes),
@@ -17,9 +18,9 @@
 // ran on separate machines with their own CAs, ca/ca.rN.crt is replica
 // N's CA (results.ReplicaCACert).
 //
-// Files: merge.go (reading, checks, files), events.go (the harness log
+// Files: merge.go (planning, reading, checks, files), events.go (the harness log
 // and the order of records), capture.go (the capture).
-package merge
+package shard
 
 import (
 	"bytes"
@@ -32,6 +33,7 @@ import (
 	"sort"
 	"strings"
 
+	"tokenbed/experiments"
 	"tokenbed/internal/results"
 )
 
@@ -340,4 +342,21 @@ func writeRun(shards []Shard, out string, res Result) error {
 	info.Error = strings.Join(errs, "; ")
 	info.MissingShards, info.MissingReplicas = res.MissingShards, res.MissingReplicas
 	return results.WriteJSON(out, results.RunFile, info)
+}
+
+// Plan is shard s of the run base of experiment e on backend: its
+// replicas (Shard.Part of e.Replicas) and its shard.json, with this
+// host and revision. The run runs under info.RunID.
+func Plan(base string, s results.Shard, e *experiments.Experiment, backend, revision string) (*results.ShardInfo, error) {
+	if s.N > e.Replicas {
+		return nil, fmt.Errorf("--shard %s: %d shards of %d replicas: a shard would hold none (give --replicas)", s, s.N, e.Replicas)
+	}
+	host, _ := os.Hostname()
+	info := &results.ShardInfo{BaseRunID: base, RunID: s.RunID(base), Shard: s.K, Of: s.N, Assignment: results.AssignContiguous,
+		Unit: results.UnitReplicas, Total: e.Replicas, Experiment: e.Name, ExperimentHash: results.HashBytes(e.Raw), Seed: e.Seed,
+		GitRevision: revision, Backend: backend, Host: host}
+	for _, r := range s.Part(e.Replicas) {
+		info.Items = append(info.Items, uint64(r))
+	}
+	return info, nil
 }
