@@ -5,8 +5,8 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"sync"
 	"testing"
-	"time"
 
 	"tokenbed/analysis"
 	"tokenbed/experiments"
@@ -30,27 +30,29 @@ func TestMain(m *testing.M) { testenv.MainWithAgent(m, &agentBin) }
 // replica_start_ns).
 func TestNetnsShardsMerged(t *testing.T) {
 	testenv.RequireTUN(t, "creates network namespaces and TUN devices")
-	e, err := experiments.Load(filepath.Join("..", "..", "experiments", "endurance-smoke.yaml"))
+	e, err := experiments.Load(filepath.Join("testdata", "netns-two-replicas.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.Replicas = 2
-	const length = 16000 * time.Second
 	root := t.TempDir()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	dirs := make([]string, 2)
 	errs := make([]error, 2)
+	var wg sync.WaitGroup
 	for k := 1; k <= 2; k++ {
 		info, err := shard.Plan("tb5a0002", results.Shard{K: k, N: 2}, e, "netns", runner.GitRevision())
 		if err != nil {
 			t.Fatal(err)
 		}
-		func() {
-			dirs[k-1], errs[k-1] = runner.Run(context.Background(), runner.Options{Experiment: e, ExperimentFile: "endurance-smoke.yaml",
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			dirs[k-1], errs[k-1] = runner.Run(context.Background(), runner.Options{Experiment: e, ExperimentFile: "netns-two-replicas.yaml",
 				ResultsRoot: filepath.Join(root, "shards"), RunID: info.RunID, Shard: info, Impair: runner.ImpairUserspace,
-				ImpairReason: "test: the userspace engine", AgentBin: agentBin, RTPriority: 5, Duration: length, Log: quiet})
+				ImpairReason: "test: the userspace engine", AgentBin: agentBin, RTPriority: 5, Log: quiet})
 		}()
 	}
+	wg.Wait()
 	for k, err := range errs {
 		if err != nil {
 			t.Fatalf("shard %d/2: %v", k+1, err)
@@ -67,15 +69,19 @@ func TestNetnsShardsMerged(t *testing.T) {
 	for _, name := range s.Order() {
 		r := s.Requirements[name]
 		t.Logf("%-12s %s  %s", name, r.Verdict, r.Detail)
-		if r.Verdict != analysis.VerdictPass {
-			t.Errorf("%s: %s, want pass", name, r.Verdict)
+		want := analysis.VerdictPass
+		if name == "latency" {
+			want = analysis.VerdictNotJudged
+		}
+		if r.Verdict != want {
+			t.Errorf("%s: %s, want %s", name, r.Verdict, want)
 		}
 	}
 	var info results.RunInfo
 	if err := results.ReadJSON(out, results.RunFile, &info); err != nil {
 		t.Fatal(err)
 	}
-	if info.RunID != "tb5a0002" || info.Replicas != 2 || info.Status != "ok" {
-		t.Errorf("run.json: run %s, replicas %d, status %s", info.RunID, info.Replicas, info.Status)
+	if info.RunID != "tb5a0002" || info.Replicas != 2 || info.Status != "ok" || len(info.ReplicaStartNS) != 2 {
+		t.Errorf("run.json: run %s, replicas %d, status %s, replica_start_ns %v", info.RunID, info.Replicas, info.Status, info.ReplicaStartNS)
 	}
 }
