@@ -20,14 +20,13 @@ var agentBin string
 
 func TestMain(m *testing.M) { testenv.MainWithAgent(m, &agentBin) }
 
-// Real processes: experiments/endurance-smoke.yaml shortened to 16,000
-// paper seconds in 2 replicas (16 s of wall time each at its time scale
-// of 1000), as two shards in network namespaces through the userspace
-// engine, each with its own run ID, CA and start, as two machines would
-// run them; one after the other, as one machine's two cores are not two
-// machines (side by side, each pass waits for the other shard's agents); merged, every check passes and each replica's
-// acquisitions are judged on its own shard's start (run.json
-// replica_start_ns).
+// Real processes: testdata/netns-two-replicas.yaml (endurance-smoke in
+// two replicas of 4,000 paper seconds, 400 holds each) as two shards side
+// by side in network namespaces through the userspace engine, each with
+// its own run ID, CA and start, as two machines would run them; merged,
+// every check passes (latency has no figures to compare with, for the
+// reason the file gives), and each replica is judged on its own shard's
+// start (run.json replica_start_ns).
 func TestNetnsShardsMerged(t *testing.T) {
 	testenv.RequireTUN(t, "creates network namespaces and TUN devices")
 	e, err := experiments.Load(filepath.Join("testdata", "netns-two-replicas.yaml"))
