@@ -15,6 +15,7 @@
 //	harness index [--results DIR]         rebuild the results database
 //	harness trend [--db FILE]             each figure of the latest night against the previous nights
 //	harness serve [flags]                 the results browser: campaigns, runs, figures across nights (harness serve -h)
+//	harness merge [-o DIR] SHARD_DIR...   one results directory from a run's shards (run --shard), analysed
 //
 // Logs go to standard error; reports and timelines to standard output.
 //
@@ -81,6 +82,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdTrend(args[1:], stdout, stderr)
 	case "serve":
 		return cmdServe(ctx, args[1:], stdout, stderr, log)
+	case "merge":
+		return cmdMerge(args[1:], stdout, stderr)
 	case "-h", "--help", "help":
 		usage(stdout)
 		return exitOK
@@ -103,6 +106,7 @@ func usage(w io.Writer) {
   harness index [--results DIR]         rebuild the results database from the results directories
   harness trend [--db FILE] [--job J]   each figure of the latest night against the previous nights; exit 1 on a regression
   harness serve [flags]                 the results browser on loopback: campaigns, runs, figures across nights (harness serve -h)
+  harness merge [-o DIR] SHARD_DIR...   one results directory from a run's shards (harness run --shard), analysed
 `)
 }
 
