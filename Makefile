@@ -10,7 +10,7 @@ export CGO_ENABLED := 0
 GOFLAGS_BUILD := -trimpath -buildvcs=auto
 BACKEND   ?= netns
 
-.PHONY: all deps build test test-unit vet fmt-check fuzz bench bench-sim validate-netem validate-sim demo endurance endurance-smoke nightly clean clean-host image wandering wandering-full wandering-compare wandering-real
+.PHONY: all deps build test test-unit vet fmt-check fuzz bench bench-sim validate-netem validate-sim demo endurance endurance-smoke endurance-replica nightly index clean clean-host image wandering wandering-full wandering-compare wandering-real
 
 all: build
 
@@ -110,7 +110,8 @@ validate-sim: build
 
 # The 20-day endurance experiment of seed 002 §3.3 in compressed time
 # (results/RUNID/report.md); endurance-smoke is the same, shortened (CI);
-# nightly is one continuous replica at real network scale, hours long.
+# endurance-replica is one continuous replica at real network scale,
+# hours long.
 # BACKEND=sim runs them in the simulator: one continuous replica at paper
 # speed in virtual time (the 20 days in about a minute).
 HARNESS_FLAGS ?=
@@ -120,8 +121,21 @@ endurance: build
 endurance-smoke: build
 	./$(BIN)/harness run --backend $(BACKEND) $(HARNESS_FLAGS) experiments/endurance-smoke.yaml
 
-nightly: build
+endurance-replica: build
 	./$(BIN)/harness run --backend $(BACKEND) --replicas 1 $(HARNESS_FLAGS) experiments/endurance.yaml
+
+# The night (experiments/nightly.yaml, docs/reference/campaign-file.md):
+# every job in order, each indexed into results/results.db as it ends; a
+# failed job does not stop the others; exit 1 if one failed. As root for
+# the jobs on namespaces and containers (without root they are recorded
+# as errors, not run). CAMPAIGN picks another campaign file.
+CAMPAIGN ?= experiments/nightly.yaml
+nightly: build
+	./$(BIN)/harness campaign run $(CAMPAIGN_FLAGS) $(CAMPAIGN)
+
+# Rebuild results/results.db from the results directories.
+index: build
+	./$(BIN)/harness index
 
 # Seed 003 with 150, 300 and 360 real agent processes (docs/studies/scale.md,
 # "Hundreds of real agents"), about 10 minutes each: each run's report,

@@ -31,6 +31,9 @@ func writeOutputs(c *Context) error {
 	if serr != nil {
 		report += "\nPlots could not all be drawn: " + serr.Error() + "\n"
 	}
+	if err := writeSamples(c); err != nil {
+		report += "\n" + results.SamplesFile + " could not be written: " + err.Error() + "\n"
+	}
 	return os.WriteFile(filepath.Join(dir, results.ReportFile), []byte(report), 0o644)
 }
 

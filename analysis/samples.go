@@ -1,7 +1,10 @@
 package analysis
 
 import (
+	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 
 	"tokenbed/internal/results"
 )
@@ -9,7 +12,8 @@ import (
 // Samples are the raw figures behind summary.json's statistics, read from
 // a results directory as Analyze reads it: for comparing two runs'
 // distributions (analysis/crossval: the simulator against real
-// processes). Nothing is written.
+// processes). Analyze writes the value samples to samples.json
+// (writeSamples).
 type Samples struct {
 	Info results.RunInfo `json:"info"`
 	// Latency is every completed pass's latency per direction ("A>B",
@@ -57,4 +61,36 @@ func ReadSamples(dir string) (*Samples, error) {
 		return nil, fmt.Errorf("%s: protocol %q: no samples reader registered (link its plug-in, plugins/NAME, in by the binary's aggregator file, as harness/plugins.go does)", results.RunFile, c.protocol())
 	}
 	return r(c)
+}
+
+// writeSamples writes samples.json beside summary.json: the values behind
+// the figures, by name ("latency_s.A>B", "return_time_s.A",
+// "intervals_s"), so that nights can be compared as distributions
+// (internal/resultsdb's samples) without reading the logs again. A
+// protocol without a samples reader writes none.
+func writeSamples(c *Context) error {
+	r := plugin(c.protocol()).Samples
+	if r == nil {
+		return nil
+	}
+	s, err := r(c)
+	if err != nil {
+		return err
+	}
+	out := map[string][]float64{}
+	for k, v := range s.Latency {
+		out["latency_s."+k] = v
+	}
+	for k, v := range s.Return {
+		out["return_time_s."+k] = v
+	}
+	if len(s.Intervals) > 0 {
+		out["intervals_s"] = s.Intervals
+	}
+	// Compact: one value a line would triple the file.
+	b, err := json.Marshal(out)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(c.dir, results.SamplesFile), append(b, '\n'), 0o644)
 }

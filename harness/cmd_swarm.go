@@ -101,6 +101,9 @@ func cmdSwarm(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return exitInterrupted
 	}
 	fmt.Fprintf(stdout, "swarm: %d seeds, %d failing, %d errors in %v: %.1f seeds/min\n", *seeds, len(failing), errs, wall.Round(time.Millisecond), float64(*seeds)/wall.Minutes())
+	if err := recordSwarm(dir, e, *first, *seeds, len(failing), errs, start, wall); err != nil {
+		fmt.Fprintln(stderr, "harness swarm: recording the swarm:", err)
+	}
 	for i, r := range failing {
 		if i >= *shrink {
 			break

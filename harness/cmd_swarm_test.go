@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"tokenbed/internal/results"
 )
 
 // harness swarm prints each failing seed with the command that replays
@@ -35,6 +37,22 @@ func TestSwarmCommand(t *testing.T) {
 		if !regexp.MustCompile(want).MatchString(out.String()) {
 			t.Errorf("output lacks %s:\n%s", want, out.String())
 		}
+	}
+	// The swarm is recorded as one run of its experiment, for the index.
+	rec, _ := filepath.Glob(filepath.Join(dir, "swarm-*"))
+	var sum struct {
+		Experiment   string                              `json:"experiment"`
+		Requirements map[string]struct{ Verdict string } `json:"requirements"`
+		Failing      int                                 `json:"failing"`
+		Seeds        int                                 `json:"seeds"`
+		PerMinute    float64                             `json:"seeds_per_minute"`
+	}
+	if len(rec) != 1 || results.ReadJSON(rec[0], results.SummaryFile, &sum) != nil || results.ReadJSON(rec[0], results.RunFile, &results.RunInfo{}) != nil {
+		t.Fatalf("swarm record: %v", rec)
+	}
+	if sum.Experiment != "three-agents-swarm" || sum.Seeds != 2 || sum.Failing < 1 || sum.PerMinute <= 0 ||
+		sum.Requirements["seeds"].Verdict != "fail" {
+		t.Errorf("swarm summary %+v", sum)
 	}
 	plain := filepath.Join(dir, "plain.yaml")
 	os.WriteFile(plain, b[:bytes.Index(b, []byte("\nswarm:"))+1], 0o644)

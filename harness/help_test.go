@@ -22,11 +22,14 @@ func TestHelpExitsZero(t *testing.T) {
 		{Args: []string{"preflight", "-h"}, Want: "harness preflight"},
 		{Args: []string{"clean", "-h"}, Want: "harness clean"},
 		{Args: []string{"swarm", "-h"}, Want: "harness swarm"},
+		{Args: []string{"campaign", "-h"}, Want: "harness campaign run"},
+		{Args: []string{"campaign", "run", "-h"}, Want: "harness campaign run"},
+		{Args: []string{"index", "-h"}, Want: "harness index"},
 	})
 }
 
 func TestWrongFlagExitsTwo(t *testing.T) {
 	clitest.WrongFlagExitsTwo(t, "harness", run, [][]string{
-		{"run"}, {"analyze"}, {"compare"}, {"pcap"}, {"preflight"}, {"clean"}, {"swarm"},
+		{"run"}, {"analyze"}, {"compare"}, {"pcap"}, {"preflight"}, {"clean"}, {"swarm"}, {"campaign", "run"}, {"index"},
 	})
 }

@@ -11,6 +11,8 @@
 //	harness preflight                     say which impairment path this machine takes, and why
 //	harness clean [--run RUNID]           remove what killed runs left behind
 //	harness swarm [flags] EXPERIMENT.yaml many simulated seeds with drawn faults (harness swarm -h)
+//	harness campaign run [FILE]           run a campaign of jobs (default: the night)
+//	harness index [--results DIR]         rebuild the results database
 //
 // Logs go to standard error; reports and timelines to standard output.
 //
@@ -68,6 +70,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdClean(args[1:], stdout, stderr, log)
 	case "swarm":
 		return cmdSwarm(ctx, args[1:], stdout, stderr)
+	case "index":
+		return cmdIndex(args[1:], stdout, stderr)
+	case "campaign":
+		return cmdCampaign(ctx, args[1:], stdout, stderr)
 	case "-h", "--help", "help":
 		usage(stdout)
 		return exitOK
@@ -86,6 +92,8 @@ func usage(w io.Writer) {
   harness preflight                     which impairment path this machine takes, and why
   harness clean [--run RUNID]           remove leftovers of killed runs
   harness swarm [flags] EXPERIMENT.yaml many simulated seeds with drawn faults; shrinks failures (harness swarm -h)
+  harness campaign run [FILE]           run a campaign of jobs (default: the night), indexed as they finish
+  harness index [--results DIR]         rebuild the results database from the results directories
 `)
 }
 

@@ -1,41 +1,48 @@
 package runner
 
 import (
-	"runtime/debug"
+	"encoding/json"
+	"os"
+	"runtime"
 
 	"golang.org/x/sys/unix"
+
+	"tokenbed/internal/results"
+	"tokenbed/internal/revision"
 )
 
-// gitRevision is the revision the running binary was built from, as the
-// Go toolchain stamped it: not whatever repository the run happens to be
-// started in.
-func gitRevision() string {
-	info, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "unknown"
-	}
-	return revisionOf(info)
-}
+// Provenance is provenance for records other than a run's (a swarm's).
+func Provenance(info *results.RunInfo) error { return provenance(info) }
 
-func revisionOf(info *debug.BuildInfo) string {
-	rev, dirty := "", false
-	for _, s := range info.Settings {
-		switch s.Key {
-		case "vcs.revision":
-			rev = s.Value
-		case "vcs.modified":
-			dirty = s.Value == "true"
+// provenance fills what run.json records about where and from what the
+// run ran: the revision (internal/revision: the build's stamp, or git at
+// run time), the host, and the campaign's tags from the environment
+// (results.CampaignEnv), so that a night's run names its commit and its
+// job whichever verb started it.
+func provenance(info *results.RunInfo) error {
+	rev := revision.Current()
+	info.GitRevision, info.RevisionSource = rev.String(), rev.Source
+	info.Kernel = kernelRelease()
+	info.Host, _ = os.Hostname()
+	info.Cores = runtime.NumCPU()
+	info.Campaign, info.Job = os.Getenv(results.CampaignEnv), os.Getenv(results.JobEnv)
+	if o := os.Getenv(results.OverridesEnv); o != "" {
+		if err := json.Unmarshal([]byte(o), &info.Overrides); err != nil {
+			return &envError{results.OverridesEnv, err}
 		}
 	}
-	if rev == "" {
-		return "unknown"
-	}
-	rev = rev[:min(len(rev), 12)]
-	if dirty {
-		rev += "-dirty"
-	}
-	return rev
+	return nil
 }
+
+// envError is a campaign tag in the environment that cannot be read: the
+// run would not be reproducible from its run.json, so it does not start.
+type envError struct {
+	name string
+	err  error
+}
+
+func (e *envError) Error() string { return e.name + ": " + e.err.Error() }
+func (e *envError) Unwrap() error { return e.err }
 
 func kernelRelease() string {
 	var u unix.Utsname

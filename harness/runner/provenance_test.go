@@ -3,23 +3,16 @@ package runner
 import (
 	"os"
 	"os/exec"
-	"runtime/debug"
 	"strings"
 	"testing"
+
+	"tokenbed/internal/results"
 )
 
-// git_revision is the binary's own, from its build
-// information, not the repository of the directory the run starts in.
-func TestGitRevisionIsTheBinarys(t *testing.T) {
-	info := &debug.BuildInfo{Settings: []debug.BuildSetting{{Key: "vcs.revision", Value: "0123456789abcdef0123"}, {Key: "vcs.modified", Value: "true"}}}
-	if got := revisionOf(info); got != "0123456789ab-dirty" {
-		t.Errorf("revisionOf = %q, want 0123456789ab-dirty", got)
-	}
-	if got := revisionOf(&debug.BuildInfo{}); got != "unknown" {
-		t.Errorf("no vcs stamp: %q, want unknown", got)
-	}
-	// Started inside some other repository, the run must not report its
-	// revision.
+// git_revision is the binary's own, or its tokenbed tree's, never the
+// repository of the directory the run starts in; a campaign's tags come
+// from the environment, and unreadable overrides stop the run.
+func TestProvenance(t *testing.T) {
 	repo := t.TempDir()
 	git := func(args ...string) string {
 		cmd := exec.Command("git", append([]string{"-c", "user.email=t@t", "-c", "user.name=t"}, args...)...)
@@ -36,7 +29,21 @@ func TestGitRevisionIsTheBinarys(t *testing.T) {
 	wd, _ := os.Getwd()
 	os.Chdir(repo)
 	defer os.Chdir(wd)
-	if got := gitRevision(); strings.HasPrefix(got, decoy) {
-		t.Errorf("gitRevision = %q: the revision of the current directory's repository", got)
+	t.Setenv(results.CampaignEnv, "c-1")
+	t.Setenv(results.JobEnv, "swarm")
+	t.Setenv(results.OverridesEnv, `{"seed":"7"}`)
+	var info results.RunInfo
+	if err := provenance(&info); err != nil {
+		t.Fatal(err)
+	}
+	if strings.HasPrefix(info.GitRevision, decoy) {
+		t.Errorf("git_revision = %q: the revision of the current directory's repository", info.GitRevision)
+	}
+	if info.Campaign != "c-1" || info.Job != "swarm" || info.Overrides["seed"] != "7" || info.Cores < 1 || info.Host == "" {
+		t.Errorf("provenance %+v", info)
+	}
+	t.Setenv(results.OverridesEnv, `{"seed":`)
+	if err := provenance(&info); err == nil || !strings.Contains(err.Error(), results.OverridesEnv) {
+		t.Errorf("bad overrides: %v, want an error naming %s", err, results.OverridesEnv)
 	}
 }

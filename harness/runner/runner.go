@@ -259,9 +259,12 @@ func (r *run) run(ctx context.Context) (err error) {
 // begin writes run.json (running) and the experiment as it was loaded.
 func (r *run) begin() error {
 	o, e := r.o, r.e
-	r.info = results.RunInfo{RunID: o.RunID, Experiment: e.Name, Protocol: r.proto.Name(), Seed: e.Seed, GitRevision: gitRevision(), Kernel: kernelRelease(),
+	r.info = results.RunInfo{RunID: o.RunID, Experiment: e.Name, Protocol: r.proto.Name(), Seed: e.Seed,
 		Impairment: o.Impair, ImpairWhy: o.ImpairReason, TimeScale: e.TimeScale, NetScale: e.NetworkTimeScale,
 		Replicas: e.Replicas, Started: time.Now().UTC(), Status: "running"}
+	if err := provenance(&r.info); err != nil {
+		return err
+	}
 	if err := results.WriteJSON(r.dir, results.RunFile, r.info); err != nil {
 		return err
 	}

@@ -17,6 +17,7 @@
 //	logs/NAME.stderr    the agent process's standard error
 //	capture.pcapng      every agent interface, with harness annotations
 //	report.md, summary.json, junit.xml, plots/*.png, bundles/*   written by analysis
+//	samples.json        written by analysis: the samples behind the figures (name → values)
 package results
 
 import (
@@ -24,6 +25,16 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+)
+
+// The environment a campaign gives the harness processes it starts, so
+// that every run of a job (a swarm's, a study's) is tagged in its
+// run.json whichever verb made it: the campaign ID, the job's name, and
+// its overrides as a JSON object.
+const (
+	CampaignEnv  = "TOKENBED_CAMPAIGN"
+	JobEnv       = "TOKENBED_JOB"
+	OverridesEnv = "TOKENBED_OVERRIDES"
 )
 
 // File names inside a results directory.
@@ -38,18 +49,33 @@ const (
 	ReportFile     = "report.md"
 	SummaryFile    = "summary.json"
 	JUnitFile      = "junit.xml"
+	SamplesFile    = "samples.json"
 	PlotsDir       = "plots"
 	BundlesDir     = "bundles"
 )
 
 // RunInfo describes a run.
 type RunInfo struct {
-	RunID       string `json:"run_id"`
-	Experiment  string `json:"experiment"`
-	Seed        uint64 `json:"seed"`
-	GitRevision string `json:"git_revision"`
-	Kernel      string `json:"kernel"`
-	Backend     string `json:"backend"` // netns | container
+	RunID      string `json:"run_id"`
+	Experiment string `json:"experiment"`
+	Seed       uint64 `json:"seed"`
+	// GitRevision is the commit the harness was built from (its VCS
+	// stamp) or, when the build has none, the tokenbed tree's HEAD asked
+	// at run time; "-dirty" appended when the tree had changes
+	// (internal/revision). RevisionSource says which: build | git.
+	GitRevision    string `json:"git_revision"`
+	RevisionSource string `json:"revision_source,omitempty"`
+	Kernel         string `json:"kernel"`
+	Host           string `json:"host,omitempty"`
+	Cores          int    `json:"cores,omitempty"`
+	// Campaign and Job tag a run that a campaign started (CampaignEnv);
+	// Overrides are the experiment fields the campaign's job set, path →
+	// value as written in the campaign file (experiment.yaml holds the
+	// experiment after them).
+	Campaign  string            `json:"campaign,omitempty"`
+	Job       string            `json:"job,omitempty"`
+	Overrides map[string]string `json:"overrides,omitempty"`
+	Backend   string            `json:"backend"` // netns | container
 	// Protocol is the protocol plug-in the processes ran (package
 	// protocol); empty in runs before it was recorded: token passing.
 	Protocol   string  `json:"protocol,omitempty"`

@@ -1,0 +1,196 @@
+package index
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+
+	"tokenbed/internal/results"
+	"tokenbed/internal/resultsdb"
+)
+
+// DBFile is the database's default name under the results root.
+const DBFile = "results.db"
+
+// isRun reports whether dir is a results directory.
+func isRun(dir string) bool {
+	for _, f := range []string{results.RunFile, results.SummaryFile, results.ExperimentFile} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// FindRuns lists the runs under root, relative to it, sorted: its
+// subdirectories that are runs, and the runs one level below those that
+// are not (a swarm's kept seeds). The campaigns' records are not runs.
+func FindRuns(root string) ([]string, error) {
+	var out []string
+	var walk func(rel string, depth int) error
+	walk = func(rel string, depth int) error {
+		ents, err := os.ReadDir(filepath.Join(root, rel))
+		if err != nil {
+			return err
+		}
+		for _, e := range ents {
+			if !e.IsDir() || strings.HasPrefix(e.Name(), ".") || (rel == "" && e.Name() == results.CampaignsDir) {
+				continue
+			}
+			sub := filepath.Join(rel, e.Name())
+			if isRun(filepath.Join(root, sub)) {
+				out = append(out, sub)
+			} else if depth < 1 {
+				if err := walk(sub, depth+1); err != nil && !errors.Is(err, fs.ErrPermission) {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	if err := walk("", 0); err != nil {
+		return nil, err
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// Stats counts what an index pass did.
+type Stats struct {
+	Runs, Damaged, Campaigns, Removed int
+}
+
+func (s Stats) String() string {
+	return fmt.Sprintf("%d runs (%d damaged), %d campaigns, %d removed", s.Runs, s.Damaged, s.Campaigns, s.Removed)
+}
+
+// batch is how many runs go in one transaction.
+const batch = 200
+
+// Rebuild indexes every run and campaign under root into db, and removes
+// from db the runs whose directory is gone. A run ID seen twice (a copy
+// of a directory) keeps the first by path, and the second is noted as
+// damaged under its own path.
+func Rebuild(root string, db *resultsdb.DB) (Stats, error) {
+	var st Stats
+	rels, err := FindRuns(root)
+	if err != nil {
+		return st, err
+	}
+	seen := map[string]string{}
+	var xs []resultsdb.Indexed
+	for _, rel := range rels {
+		x := ReadRun(root, rel)
+		if first, dup := seen[x.Run.ID]; dup {
+			x.Run.Damaged = strings.TrimPrefix(x.Run.Damaged+"; run ID "+x.Run.ID+" is also "+first, "; ")
+			x.Run.ID = filepath.ToSlash(rel)
+		}
+		seen[x.Run.ID] = rel
+		if x.Run.Damaged != "" {
+			st.Damaged++
+		}
+		xs = append(xs, x)
+		if len(xs) == batch {
+			if err := db.PutRuns(xs); err != nil {
+				return st, err
+			}
+			st.Runs += len(xs)
+			xs = xs[:0]
+		}
+	}
+	if err := db.PutRuns(xs); err != nil {
+		return st, err
+	}
+	st.Runs += len(xs)
+	old, err := db.Runs(resultsdb.RunFilter{})
+	if err != nil {
+		return st, err
+	}
+	for _, r := range old {
+		if _, ok := seen[r.ID]; !ok {
+			if err := db.DeleteRun(r.ID); err != nil {
+				return st, err
+			}
+			st.Removed++
+		}
+	}
+	cs, err := IndexCampaigns(root, db)
+	st.Campaigns = cs
+	return st, err
+}
+
+// IndexRun indexes the one run in root/rel.
+func IndexRun(root, rel string, db *resultsdb.DB) (resultsdb.Indexed, error) {
+	x := ReadRun(root, rel)
+	return x, db.PutRun(x)
+}
+
+// IndexCampaigns indexes every campaign record under root and returns
+// how many it read. A record that cannot be read is skipped with its
+// directory's name kept as a campaign whose status says why.
+func IndexCampaigns(root string, db *resultsdb.DB) (int, error) {
+	ents, err := os.ReadDir(filepath.Join(root, results.CampaignsDir))
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, e := range ents {
+		if !e.IsDir() {
+			continue
+		}
+		if err := IndexCampaign(root, e.Name(), db); err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
+}
+
+// killed reports whether a campaign recorded as running was killed: it
+// ran on this host and its process is gone. (A PID reused since reads as
+// alive: the campaign stays running until that process ends.)
+func killed(c results.CampaignInfo) bool {
+	host, _ := os.Hostname()
+	if c.PID <= 0 || c.Host != host {
+		return false
+	}
+	return errors.Is(syscall.Kill(c.PID, 0), syscall.ESRCH)
+}
+
+// IndexCampaign indexes the record of campaign id and its jobs.
+func IndexCampaign(root, id string, db *resultsdb.DB) error {
+	var c results.CampaignInfo
+	if err := readJSON(filepath.Join(root, results.CampaignsDir, id), results.CampaignFile, &c); err != nil {
+		return db.UpsertCampaign(resultsdb.Campaign{ID: id, Status: "damaged: " + err.Error()})
+	}
+	if c.ID == "" {
+		c.ID = id
+	}
+	if c.Status == resultsdb.CampaignRunning && killed(c) {
+		c.Status = resultsdb.CampaignInterrupted
+		for i := range c.Jobs {
+			if c.Jobs[i].Status == "running" {
+				c.Jobs[i].Status = "interrupted"
+			}
+		}
+	}
+	if err := db.UpsertCampaign(resultsdb.Campaign{ID: c.ID, File: c.File, Started: c.Started, Ended: c.Ended,
+		Status: c.Status, Revision: c.Revision, Host: c.Host}); err != nil {
+		return err
+	}
+	for _, j := range c.Jobs {
+		if err := db.UpsertJob(resultsdb.Job{Campaign: c.ID, Name: j.Name, Kind: j.Kind, Status: j.Status,
+			Started: j.Started, Ended: j.Ended, Seconds: j.Seconds, Detail: j.Detail}); err != nil {
+			return err
+		}
+	}
+	return nil
+}

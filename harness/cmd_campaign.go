@@ -1,0 +1,100 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"path/filepath"
+
+	"tokenbed/analysis/index"
+	"tokenbed/experiments"
+	"tokenbed/experiments/campaign"
+	"tokenbed/harness/backend"
+	hcampaign "tokenbed/harness/campaign"
+	"tokenbed/internal/cli"
+	"tokenbed/internal/resultsdb"
+)
+
+// cmdCampaign is harness campaign: run runs a campaign file's jobs in
+// order (harness/campaign).
+func cmdCampaign(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] != "run" {
+		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
+			fmt.Fprintln(stdout, "usage: harness campaign run [flags] [CAMPAIGN.yaml]   (harness campaign run -h for flags)")
+			return exitOK
+		}
+		fmt.Fprintln(stderr, "usage: harness campaign run [flags] [CAMPAIGN.yaml]")
+		return exitUsage
+	}
+	fs := flag.NewFlagSet("harness campaign run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	root := fs.String("results", "results", "results root: the jobs' runs, and campaigns/ID/ with the campaign's record and job logs")
+	dbPath := fs.String("db", "", "results database (default: RESULTS/"+index.DBFile+")")
+	id := fs.String("id", "", "campaign ID (default: c and the start time, UTC)")
+	agent := fs.String("agent", agentBinary(), "agent binary, for the jobs on real backends")
+	check := fs.Bool("check", false, "parse the campaign file and its experiments, print the jobs, run nothing")
+	if code, stop := cli.Parse(fs, args[1:], stdout); stop {
+		return code
+	}
+	if fs.NArg() > 1 {
+		fmt.Fprintln(stderr, "harness campaign run: want at most one campaign file")
+		return exitUsage
+	}
+	opts := campaign.Options{Studies: hcampaign.IsStudy, Known: hcampaign.Studies(), Backends: backend.Names()}
+	file, raw := "(embedded)", experiments.Nightly
+	var c *campaign.Campaign
+	var err error
+	if fs.NArg() == 1 {
+		file = fs.Arg(0)
+		c, err = campaign.Load(file, opts)
+	} else {
+		c, err = campaign.Parse("experiments/nightly.yaml (embedded)", raw, opts)
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "harness campaign run: campaign:")
+		fmt.Fprintln(stderr, err)
+		return exitUsage
+	}
+	if *check {
+		for i, j := range c.Jobs {
+			what := j.Experiment + " on " + j.Backend
+			if j.Kind() == campaign.KindStudy {
+				what = "study " + j.Study
+			}
+			fmt.Fprintf(stdout, "%2d %-24s %-50s estimate %v\n", i+1, j.Name, what, j.Estimate)
+		}
+		return exitOK
+	}
+	if *id != "" && !validCampaignID(*id) {
+		fmt.Fprintf(stderr, "harness campaign run: --id %q: letters, digits, '-', '_' and '.' only\n", *id)
+		return exitUsage
+	}
+	if *agent, err = filepath.Abs(*agent); err != nil {
+		fmt.Fprintln(stderr, "harness campaign run: --agent:", err)
+		return exitUsage
+	}
+	res, err := hcampaign.Run(ctx, hcampaign.Options{Campaign: c, File: file, Root: *root, DB: *dbPath, ID: *id,
+		Agent: *agent, Progress: hcampaign.NewProgress(stdout, isTTY(stdout))})
+	if err != nil {
+		fmt.Fprintln(stderr, "harness campaign run:", err)
+		return exitRunError
+	}
+	fmt.Fprintf(stdout, "record: %s\n", filepath.Join(res.Dir, "campaign.json"))
+	switch res.Info.Status {
+	case resultsdb.CampaignPassed:
+		return exitOK
+	case resultsdb.CampaignInterrupted:
+		return exitInterrupted
+	}
+	return exitFailed
+}
+
+func validCampaignID(s string) bool {
+	for _, c := range s {
+		if !(c == '-' || c == '_' || c == '.' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z') {
+			return false
+		}
+	}
+	return s != "" && s[0] != '.' && len(s) <= 64
+}
