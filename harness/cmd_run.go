@@ -33,6 +33,7 @@ type runFlags struct {
 	replicas  int
 	timeScale float64
 	rtPrio    int
+	slurm     slurmFlags
 }
 
 // hostOnlyFlags are the run flags that act on the host, not on the run:
@@ -54,6 +55,7 @@ func runFlagSet(f *runFlags, stderr io.Writer) *flag.FlagSet {
 	fs.IntVar(&f.replicas, "replicas", 0, "run this many replicas of the topology, each replaying its share of the paper timeline (default: the experiment's)")
 	fs.Float64Var(&f.timeScale, "time-scale", 0, "application time scale (default: the experiment's); the distortion of compressed time is measured by comparing runs at several")
 	fs.IntVar(&f.rtPrio, "rt-priority", 5, "run the agents SCHED_FIFO at this priority, below the userspace engine's relay (10), as dedicated hosts would run them (0: normal scheduling)")
+	f.slurm.register(fs)
 	fs.IntVar(&f.cpu, "cpu", -1, "with --impair uml: pin the instance to this host CPU (-1: the first free)")
 	return fs
 }
@@ -99,6 +101,9 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer, log *s
 	}
 	if f.runID == "" {
 		f.runID = runner.NewRunID()
+	}
+	if f.slurm.on {
+		return runSlurm(ctx, f, fs, e, expPath, stdout, stderr)
 	}
 	if f.backend == sim.Name {
 		return runSim(ctx, f, e, expPath, stdout, stderr, log)

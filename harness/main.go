@@ -74,6 +74,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdIndex(args[1:], stdout, stderr)
 	case "campaign":
 		return cmdCampaign(ctx, args[1:], stdout, stderr)
+	case "slurm":
+		return cmdSlurm(ctx, args[1:], stdout, stderr)
 	case "-h", "--help", "help":
 		usage(stdout)
 		return exitOK
@@ -94,6 +96,7 @@ func usage(w io.Writer) {
   harness swarm [flags] EXPERIMENT.yaml many simulated seeds with drawn faults; shrinks failures (harness swarm -h)
   harness campaign run [FILE]           run a campaign of jobs (default: the night), indexed as they finish
   harness index [--results DIR]         rebuild the results database from the results directories
+  harness slurm status DIR              jobs of a Slurm submission (harness run --slurm), from squeue/scontrol
 `)
 }
 
