@@ -11,8 +11,8 @@ import (
 	"strings"
 
 	"tokenbed/experiments"
-	"tokenbed/harness/slurm"
 	"tokenbed/harness/sim"
+	"tokenbed/harness/slurm"
 )
 
 // slurmFlags are harness run's flags for the Slurm engine.

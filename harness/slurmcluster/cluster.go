@@ -53,6 +53,9 @@ type Options struct {
 	// unresponsive node before marking it DOWN and requeueing its jobs;
 	// default 10.
 	SlurmdTimeout int
+	// CredExpire (seconds) is the job credentials' lifetime, and how long
+	// a requeued job waits before it may start again; default 10.
+	CredExpire int
 	// Ready bounds the wait for every node to register; default 60 s.
 	Ready time.Duration
 }
@@ -123,6 +126,9 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 	}
 	if o.SlurmdTimeout == 0 {
 		o.SlurmdTimeout = 10
+	}
+	if o.CredExpire == 0 {
+		o.CredExpire = 10
 	}
 	if o.Ready == 0 {
 		o.Ready = 60 * time.Second
