@@ -25,6 +25,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"tokenbed/agent/eventlog"
 	"tokenbed/experiments"
@@ -270,7 +271,38 @@ func (c *Context) Judge() *Summary {
 		c.part.Finish(c)
 	}
 	s.PaperSeconds = info.PaperSeconds
+	unseen(s, info)
 	return s
+}
+
+// unseen withholds every pass from a run merged without some of its
+// shards (harness merge): no check saw their replicas, so a check that
+// passed on the others is not judged, naming them; a failure seen in the
+// others stands.
+func unseen(s *Summary, info results.RunInfo) {
+	if len(info.MissingReplicas) == 0 {
+		return
+	}
+	why := fmt.Sprintf("shards %s missing: replicas %s not seen", strings.Join(info.MissingShards, ", "), intList(info.MissingReplicas))
+	for k, r := range s.Requirements {
+		if r.Verdict == VerdictPass {
+			u := Unjudged(why + "; on the replicas merged: " + r.Detail)
+			u.Value = r.Value
+			s.Requirements[k] = u
+		}
+	}
+	s.Notes = append(s.Notes, "merged without "+why+": no check passes on them, and the figures cover the replicas merged")
+}
+
+func intList(xs []int) string {
+	var b strings.Builder
+	for i, x := range xs {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprint(&b, x)
+	}
+	return b.String()
 }
 
 func writeJSON(path string, v any) error {

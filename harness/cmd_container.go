@@ -25,7 +25,7 @@ func runContainer(ctx context.Context, f runFlags, e *experiments.Experiment, cl
 		fmt.Fprintln(stderr, "harness run:", err)
 		return exitUsage
 	}
-	dir, err := runner.Run(ctx, runner.Options{Experiment: e, ExperimentFile: expPath, ResultsRoot: f.results, RunID: f.runID, Claim: claim,
+	dir, err := runner.Run(ctx, runner.Options{Experiment: e, ExperimentFile: expPath, ResultsRoot: f.results, RunID: f.runID, Shard: f.shardInfo, Claim: claim,
 		Backend: be, Impair: impair, ImpairReason: why, AgentBin: f.agent, RTPriority: f.rtPrio, Duration: f.duration, Log: log, Progress: stderr, TTY: isTTY(stderr)})
 	return finishRun(ctx, f, dir, err, stdout, stderr)
 }

@@ -16,8 +16,10 @@ import (
 	"tokenbed/harness/backend"
 	"tokenbed/harness/protocol"
 	"tokenbed/harness/runner"
+	"tokenbed/harness/shard"
 	"tokenbed/harness/sim"
 	"tokenbed/internal/cli"
+	"tokenbed/internal/results"
 	"tokenbed/netem"
 )
 
@@ -34,6 +36,9 @@ type runFlags struct {
 	timeScale float64
 	rtPrio    int
 	slurm     slurmFlags
+	shard     string
+	// shardInfo is --shard's, once the experiment is known (shardRun).
+	shardInfo *results.ShardInfo
 }
 
 // hostOnlyFlags are the run flags that act on the host, not on the run:
@@ -56,6 +61,7 @@ func runFlagSet(f *runFlags, stderr io.Writer) *flag.FlagSet {
 	fs.Float64Var(&f.timeScale, "time-scale", 0, "application time scale (default: the experiment's); the distortion of compressed time is measured by comparing runs at several")
 	fs.IntVar(&f.rtPrio, "rt-priority", 5, "run the agents SCHED_FIFO at this priority, below the userspace engine's relay (10), as dedicated hosts would run them (0: normal scheduling)")
 	f.slurm.register(fs)
+	fs.StringVar(&f.shard, "shard", "", "K/N: run only shard K of N (1-based) of the run's replicas, contiguous blocks; the run ID is then the run's, the shard's own derived from it (see harness merge)")
 	fs.IntVar(&f.cpu, "cpu", -1, "with --impair uml: pin the instance to this host CPU (-1: the first free)")
 	return fs
 }
@@ -103,7 +109,17 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer, log *s
 		f.runID = runner.NewRunID()
 	}
 	if f.slurm.on {
+		if f.shard != "" {
+			fmt.Fprintln(stderr, "harness run: --slurm and --shard: the Slurm engine gives each shard its --shard")
+			return exitUsage
+		}
 		return runSlurm(ctx, f, fs, e, expPath, stdout, stderr)
+	}
+	if f.shard != "" {
+		if msg := f.shardRun(e); msg != "" {
+			fmt.Fprintln(stderr, "harness run:", msg)
+			return exitUsage
+		}
 	}
 	if f.backend == sim.Name {
 		return runSim(ctx, f, e, expPath, stdout, stderr, log)
@@ -157,7 +173,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer, log *s
 		defer claim.Release()
 		return runInUML(ctx, f, fs, expPath, stdout, stderr, log)
 	}
-	dir, err := runner.Run(ctx, runner.Options{Experiment: e, ExperimentFile: expPath, ResultsRoot: f.results, RunID: f.runID, Claim: claim,
+	dir, err := runner.Run(ctx, runner.Options{Experiment: e, ExperimentFile: expPath, ResultsRoot: f.results, RunID: f.runID, Shard: f.shardInfo, Claim: claim,
 		Impair: impair, ImpairReason: why, AgentBin: f.agent, RTPriority: f.rtPrio, Duration: f.duration, Log: log, Progress: stderr, TTY: isTTY(stderr)})
 	return finishRun(ctx, f, dir, err, stdout, stderr)
 }
@@ -171,7 +187,7 @@ func runSim(ctx context.Context, f runFlags, e *experiments.Experiment, expPath 
 		fmt.Fprintln(stderr, "harness run:", err)
 		return exitUsage
 	}
-	dir, err := runner.Run(ctx, runner.Options{Experiment: e, ExperimentFile: expPath, ResultsRoot: f.results, RunID: f.runID, Backend: be,
+	dir, err := runner.Run(ctx, runner.Options{Experiment: e, ExperimentFile: expPath, ResultsRoot: f.results, RunID: f.runID, Shard: f.shardInfo, Backend: be,
 		Impair: runner.ImpairSim, ImpairReason: "simulated: each direction is the userspace engine's netem model, in virtual time",
 		Duration: f.duration, Log: log, Progress: stderr, TTY: isTTY(stderr)})
 	code := finishRun(ctx, f, dir, err, stdout, stderr)
@@ -180,6 +196,22 @@ func runSim(ctx context.Context, f runFlags, e *experiments.Experiment, expPath 
 		fmt.Fprintf(stderr, "replay (seed %d): %s\n", e.Seed, replayCommand(f, expPath))
 	}
 	return code
+}
+
+// shardRun makes the run shard K of N of the run f.runID names (--shard):
+// its replicas, its own run ID, its shard.json. It returns what is wrong,
+// or "".
+func (f *runFlags) shardRun(e *experiments.Experiment) string {
+	s, err := results.ParseShard(f.shard)
+	if err != nil {
+		return "--shard " + err.Error()
+	}
+	info, err := shard.Plan(f.runID, s, e, f.backend, runner.GitRevision())
+	if err != nil {
+		return err.Error()
+	}
+	f.runID, f.shardInfo = info.RunID, info
+	return ""
 }
 
 // replayCommand is the command that reruns a simulated run identically.
@@ -193,6 +225,9 @@ func replayCommand(f runFlags, expPath string) string {
 	}
 	if f.timeScale > 0 {
 		cmd += fmt.Sprintf(" --time-scale %g", f.timeScale)
+	}
+	if f.shardInfo != nil {
+		cmd += fmt.Sprintf(" --run-id %s --shard %s", f.shardInfo.BaseRunID, f.shard)
 	}
 	return cmd + " " + expPath
 }

@@ -5,15 +5,18 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"time"
 
 	"tokenbed/experiments"
+	"tokenbed/harness/backend"
 	"tokenbed/harness/runner"
 	"tokenbed/harness/swarm"
 	"tokenbed/internal/cli"
+	"tokenbed/internal/results"
 )
 
 // cmdSwarm is harness swarm: many seeds of one experiment in the
@@ -30,6 +33,8 @@ func cmdSwarm(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	duration := fs.Duration("duration", 0, "run length in paper time (default: the experiment's)")
 	shrink := fs.Int("shrink", 1, "shrink this many failing seeds (the first ones)")
 	replay := fs.Uint64("replay", 0, "run only this seed, with its drawn faults, and keep its results")
+	shardFlag := fs.String("shard", "", "K/N: run only shard K of N (1-based) of the seeds, a contiguous block; the swarm writes RESULTS/swarm-ID/ with a shard.json, ID derived from --run-id")
+	runID := fs.String("run-id", "", "the swarm's run ID, which its shards share (default: generated, tb + 6 hex digits)")
 	if code, stop := cli.Parse(fs, args, stdout); stop {
 		return code
 	}
@@ -52,7 +57,31 @@ func cmdSwarm(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintf(stderr, "harness swarm: %s has no swarm section: the fault mix to draw from (experiments/faultmix.go)\n", expPath)
 		return exitUsage
 	}
-	dir := filepath.Join(*root, "swarm-"+runner.NewRunID())
+	if *runID == "" {
+		*runID = runner.NewRunID()
+	} else if !backend.ValidRunID(*runID) {
+		fmt.Fprintf(stderr, "harness swarm: --run-id %q: want tb and six hex digits\n", *runID)
+		return exitUsage
+	}
+	var shardInfo *results.ShardInfo
+	if *shardFlag != "" {
+		if shardInfo, err = seedShard(*shardFlag, *runID, *first, *seeds, e); err != nil {
+			fmt.Fprintln(stderr, "harness swarm:", err)
+			return exitUsage
+		}
+		*runID, *first, *seeds = shardInfo.RunID, shardInfo.Items[0], len(shardInfo.Items)
+	}
+	dir := filepath.Join(*root, "swarm-"+*runID)
+	if shardInfo != nil {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			fmt.Fprintln(stderr, "harness swarm:", err)
+			return exitRunError
+		}
+		if err := results.WriteJSON(dir, results.ShardFile, shardInfo); err != nil {
+			fmt.Fprintln(stderr, "harness swarm:", err)
+			return exitRunError
+		}
+	}
 	s, err := swarm.New(swarm.Options{Experiment: e, Root: dir, Workers: *workers, Duration: *duration, Keep: *replay > 0})
 	if err != nil {
 		fmt.Fprintln(stderr, "harness swarm:", err)
@@ -123,6 +152,26 @@ func cmdSwarm(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return exitRunError
 	}
 	return exitOK
+}
+
+// seedShard is shard text ("K/N") of the seeds first..first+n-1 of the
+// swarm base: a contiguous block, as harness run --shard deals replicas.
+func seedShard(text, base string, first uint64, n int, e *experiments.Experiment) (*results.ShardInfo, error) {
+	sh, err := results.ParseShard(text)
+	if err != nil {
+		return nil, fmt.Errorf("--shard %w", err)
+	}
+	if sh.N > n {
+		return nil, fmt.Errorf("--shard %s: %d shards of %d seeds: a shard would hold none", sh, sh.N, n)
+	}
+	host, _ := os.Hostname()
+	info := &results.ShardInfo{BaseRunID: base, RunID: sh.RunID(base), Shard: sh.K, Of: sh.N, Assignment: results.AssignContiguous,
+		Unit: results.UnitSeeds, Total: n, Experiment: e.Name, ExperimentHash: results.HashBytes(e.Raw), Seed: first,
+		GitRevision: runner.GitRevision(), Backend: "sim", Host: host}
+	for _, i := range sh.Part(n) {
+		info.Items = append(info.Items, first+uint64(i))
+	}
+	return info, nil
 }
 
 func verdict(r swarm.Result, stdout, stderr io.Writer) int {

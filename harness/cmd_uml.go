@@ -35,7 +35,12 @@ func runInUML(ctx context.Context, f runFlags, fs *flag.FlagSet, expPath string,
 	}
 	resultsRoot, _ := filepath.Abs(f.results)
 	exp, _ := filepath.Abs(expPath)
-	args := append([]string{self}, umlArgs(fs, map[string]string{"impair": runner.ImpairKernel, "run-id": f.runID,
+	// The guest's harness derives a shard's own ID from the run's, as here.
+	runID := f.runID
+	if f.shardInfo != nil {
+		runID = f.shardInfo.BaseRunID
+	}
+	args := append([]string{self}, umlArgs(fs, map[string]string{"impair": runner.ImpairKernel, "run-id": runID,
 		"results": resultsRoot, "agent": f.agent, "no-analyze": "true"}, exp)...)
 	cpu := f.cpu
 	if cpu < 0 {

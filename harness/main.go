@@ -13,6 +13,7 @@
 //	harness swarm [flags] EXPERIMENT.yaml many simulated seeds with drawn faults (harness swarm -h)
 //	harness campaign run [FILE]           run a campaign of jobs (default: the night)
 //	harness index [--results DIR]         rebuild the results database
+//	harness merge [-o DIR] SHARD_DIR...   one results directory from a run's shards (run --shard), analysed
 //
 // Logs go to standard error; reports and timelines to standard output.
 //
@@ -76,6 +77,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdCampaign(ctx, args[1:], stdout, stderr)
 	case "slurm":
 		return cmdSlurm(ctx, args[1:], stdout, stderr)
+	case "merge":
+		return cmdMerge(args[1:], stdout, stderr)
 	case "-h", "--help", "help":
 		usage(stdout)
 		return exitOK
@@ -97,6 +100,7 @@ func usage(w io.Writer) {
   harness campaign run [FILE]           run a campaign of jobs (default: the night), indexed as they finish
   harness index [--results DIR]         rebuild the results database from the results directories
   harness slurm status DIR              jobs of a Slurm submission (harness run --slurm), from squeue/scontrol
+  harness merge [-o DIR] SHARD_DIR...   one results directory from a run's shards (harness run --shard), analysed
 `)
 }
 

@@ -152,6 +152,11 @@ func memberKeys(dir string, topo results.Topology, cf *captureFacts) (map[string
 	}
 	v := ca.NewVerifier(caCert)
 	for _, a := range topo.Agents {
+		v := v
+		// A run merged from shards run apart: each shard had its own CA.
+		if rc, err := ca.LoadCert(filepath.Join(dir, results.CADir, results.ReplicaCACert(a.Replica))); err == nil {
+			v = ca.NewVerifier(rc)
+		}
 		c, err := ca.LoadCert(filepath.Join(dir, results.CADir, ca.CertFile(a.Instance)))
 		if err != nil {
 			cf.keyErrs = append(cf.keyErrs, err.Error())

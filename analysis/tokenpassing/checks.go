@@ -333,7 +333,11 @@ func (h *history) paperTimes(info results.RunInfo) map[int]time.Duration {
 		ai := h.agents[e.agent]
 		c := clocks[ai.replica]
 		if c == nil {
-			c = results.NewPaperClock(scale, start, basis)
+			rs := start
+			if info.AgentsStartNS != 0 {
+				rs = info.StartNS(ai.replica)
+			}
+			c = results.NewPaperClock(scale, rs, basis)
 			c.Nominal = nominal
 			clocks[ai.replica] = c
 		}

@@ -113,6 +113,9 @@ func (r *run) planServers(spec *backend.Spec) error {
 		return fmt.Errorf("agent name %q is reserved for the resource server", ResourceName)
 	}
 	for rep := range spec.Replicas {
+		if len(spec.Replicas[rep]) == 0 {
+			continue // another shard's replica
+		}
 		a := backend.Agent{Name: ResourceName, Replica: rep, Instance: results.Instance(ResourceName, rep),
 			Addr: backend.AgentAddr(spec.Prefixes[rep], len(r.e.Agents))}
 		spec.Replicas[rep] = append(spec.Replicas[rep], a)

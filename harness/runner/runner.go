@@ -91,6 +91,13 @@ type Options struct {
 	Progress io.Writer
 	// TTY makes progress a single line rewritten in place.
 	TTY bool
+	// Shard, when set, makes the run one shard of a larger one (harness
+	// run --shard): only the replicas Shard.Items are built, run and
+	// recorded, each as it is in the whole run (its number, subnet, part
+	// of the paper timeline, member names, seeds), and shard.json says
+	// so. The harness log and capture name Shard.BaseRunID, as the merged
+	// run does; the rest of the run is under RunID (Shard.RunID).
+	Shard *results.ShardInfo
 	// Claim is the run's hold on its ID (ClaimID), taken by a caller that
 	// had to claim the ID before its own side effects; nil: Run claims
 	// it. Run releases it once everything the run created is removed.
@@ -156,6 +163,11 @@ func Run(ctx context.Context, o Options) (dir string, err error) {
 	}
 	if err := claimResults(dir); err != nil {
 		return "", err
+	}
+	if o.Shard != nil {
+		if err := results.WriteJSON(dir, results.ShardFile, o.Shard); err != nil {
+			return dir, err
+		}
 	}
 	for _, d := range []string{filepath.Join(dir, results.LogsDir), filepath.Join(dir, results.CADir)} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
@@ -228,6 +240,9 @@ type run struct {
 	clocks []*results.PaperClock
 	shard  time.Duration // paper length of each replica's shard
 	faults int
+	// faultsElsewhere counts, in a shard, the faults of replicas the
+	// other shards hold, as they fall due (faultNumber).
+	faultsElsewhere int
 }
 
 // run is the run's steps, in order; whatever happens, end records how
@@ -317,7 +332,7 @@ func (r *run) openLog() error {
 	}
 	r.hlog, r.hfile = hlog, hfile
 	r.event(eventlog.Event{Kind: eventlog.RunStarted, Seed: e.Seed, TimeScale: e.TimeScale, Version: eventlog.SchemaVersion,
-		Detail: fmt.Sprintf("experiment %s, run %s, impairment %s (%s), replicas %d", e.Name, o.RunID, o.Impair, o.ImpairReason, e.Replicas)})
+		Detail: fmt.Sprintf("experiment %s, run %s, impairment %s (%s), replicas %d", e.Name, o.recordedID(), o.Impair, o.ImpairReason, e.Replicas)})
 	o.Log.Info("run", "id", o.RunID, "experiment", e.Name, "results", r.dir, "impairment", o.Impair, "why", o.ImpairReason)
 	return nil
 }
@@ -329,6 +344,17 @@ func (r *run) plan() (backend.Spec, error) {
 	spec := backend.Spec{RunID: r.o.RunID}
 	for rep := 0; rep < e.Replicas; rep++ {
 		var as []backend.Agent
+		if !r.o.holds(rep) {
+			// Another shard's: its subnet stays reserved, nothing is built.
+			pfx, err := backend.ReplicaPrefixFor(Subnet, rep, len(e.Agents)+1)
+			if err != nil {
+				return spec, err
+			}
+			spec.Prefixes = append(spec.Prefixes, pfx)
+			r.prefixes = append(r.prefixes, pfx)
+			spec.Replicas = append(spec.Replicas, nil)
+			continue
+		}
 		// One host number more than the agents: the resource server's.
 		pfx, err := backend.ReplicaPrefixFor(Subnet, rep, len(e.Agents)+1)
 		if err != nil {
@@ -453,6 +479,29 @@ func (r *run) event(ev eventlog.Event) {
 	if r.cap != nil {
 		r.cap.Annotate(ev)
 	}
+}
+
+// holds reports whether the run builds and runs replica rep: every
+// replica, unless the run is a shard.
+func (o Options) holds(rep int) bool {
+	if o.Shard == nil {
+		return true
+	}
+	for _, it := range o.Shard.Items {
+		if it == uint64(rep) {
+			return true
+		}
+	}
+	return false
+}
+
+// recordedID is the run ID the harness log and the capture name: a
+// shard's is its run's, so that the merged files are the whole run's.
+func (o Options) recordedID() string {
+	if o.Shard != nil {
+		return o.Shard.BaseRunID
+	}
+	return o.RunID
 }
 
 func (r *run) absDir() string {

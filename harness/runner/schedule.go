@@ -29,6 +29,21 @@ type shardStep struct {
 	experiments.Step
 	replica int
 	offset  time.Duration
+	// elsewhere marks a step of a replica another shard of the run
+	// holds (Options.Shard): not applied here, only counted when due, so
+	// that faults are numbered as in the whole run.
+	elsewhere bool
+}
+
+// faultWeight is how many faults a step of another shard's replica
+// counts for in the numbering (apply, crash, cut): one for a profile
+// change, an outage, a partition or a crash, none for the rest.
+func faultWeight(s experiments.Step) int {
+	switch s.Action {
+	case experiments.ActProfile, experiments.ActOutage, experiments.ActPartition, experiments.ActCrash:
+		return 1
+	}
+	return 0
 }
 
 // schedule runs the paper timeline. With R replicas the timeline is cut
@@ -50,9 +65,12 @@ func (r *run) schedule(ctx context.Context) error {
 			continue
 		}
 		rep := min(int(s.At/shard), R-1)
-		steps = append(steps, shardStep{Step: s, replica: rep, offset: s.At - time.Duration(rep)*shard})
+		steps = append(steps, shardStep{Step: s, replica: rep, offset: s.At - time.Duration(rep)*shard, elsewhere: !r.o.holds(rep)})
 	}
 	done := make([]bool, R)
+	for rep := range done {
+		done[rep] = !r.o.holds(rep)
+	}
 	var later []pending
 	tick := time.NewTicker(25 * time.Millisecond)
 	defer tick.Stop()
@@ -74,11 +92,15 @@ func (r *run) schedule(ctx context.Context) error {
 		// Steps whose replica reached their paper time, in order.
 		for i := 0; i < len(steps); {
 			st := steps[i]
-			if done[st.replica] || r.clocks[st.replica].At(nowNS) < st.offset {
+			if (done[st.replica] && !st.elsewhere) || r.clocks[st.replica].At(nowNS) < st.offset {
 				i++
 				continue
 			}
 			steps = append(steps[:i], steps[i+1:]...)
+			if st.elsewhere {
+				r.faultsElsewhere += faultWeight(st.Step)
+				continue
+			}
 			ps, err := r.apply(ctx, st.Step, st.replica)
 			if err != nil {
 				return fmt.Errorf("schedule step %d (%s at %v): %w", st.Index, st.Action, st.At, err)
@@ -124,7 +146,7 @@ func (r *run) nextDue(steps []shardStep, later []pending, done []bool) time.Time
 		consider(later[0].at)
 	}
 	for _, st := range steps {
-		if !done[st.replica] {
+		if !done[st.replica] || st.elsewhere {
 			consider(r.start.Add(st.offset))
 		}
 	}
@@ -174,7 +196,7 @@ func (r *run) apply(ctx context.Context, s experiments.Step, rep int) ([]pending
 		r.faults++
 	case experiments.ActOutage:
 		length := time.Duration(float64(s.For) / r.e.NetworkTimeScale)
-		return r.cut(r.dirs(s, rep), length, fmt.Sprintf("schedule step %d, fault %d, %v", s.Index, r.faults+1, length))
+		return r.cut(r.dirs(s, rep), length, fmt.Sprintf("schedule step %d, fault %d, %v", s.Index, r.faultNumber(), length))
 	case experiments.ActPartition:
 		// Every link between two sides, both directions, cut at once and
 		// healed at once: one outage per direction, so that analyses see
@@ -202,7 +224,7 @@ func (r *run) apply(ctx context.Context, s experiments.Step, rep int) ([]pending
 			return nil, nil
 		}
 		length := time.Duration(float64(s.For) / r.e.NetworkTimeScale)
-		return r.cut(ds, length, fmt.Sprintf("schedule step %d, fault %d, %v, partition %s", s.Index, r.faults+1, length, experiments.SidesText(sides)))
+		return r.cut(ds, length, fmt.Sprintf("schedule step %d, fault %d, %v, partition %s", s.Index, r.faultNumber(), length, experiments.SidesText(sides)))
 	case experiments.ActCrash:
 		if err := r.crash(s, rep); err != nil {
 			return nil, err
@@ -315,6 +337,10 @@ func (r *run) crash(s experiments.Step, rep int) error {
 	r.faults++
 	return nil
 }
+
+// faultNumber is the next fault's number in the run: counting, in a
+// shard, the faults of the other shards' replicas due before it.
+func (r *run) faultNumber() int { return r.faults + r.faultsElsewhere + 1 }
 
 // cut puts 100% loss on the directions ds (instances from>to) for
 // length, which is network time: it must outlast the passing retries. It

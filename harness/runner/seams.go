@@ -222,7 +222,7 @@ func (liveCapture) start(ctx context.Context, r *run) (recorder, error) {
 			Description: fmt.Sprintf("agent %s, %v:%d", inst, r.agents[inst].a.Addr, AgentPort)})
 	}
 	c, err := capture.Create(ctx, filepath.Join(r.dir, results.CaptureFile), capture.Config{Interfaces: ifs, RingBlocks: captureRingBlocks(len(ifs)),
-		Comment: fmt.Sprintf("tokenbed run %s, experiment %s, seed %d", r.o.RunID, r.e.Name, r.e.Seed)})
+		Comment: fmt.Sprintf("tokenbed run %s, experiment %s, seed %d", r.o.recordedID(), r.e.Name, r.e.Seed)})
 	if err != nil {
 		return nil, fmt.Errorf("capture: %w", err)
 	}

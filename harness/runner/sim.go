@@ -188,7 +188,7 @@ func (c simCapture) start(_ context.Context, r *run) (recorder, error) {
 		names = append(names, inst+"/"+sim.Link)
 		descs = append(descs, fmt.Sprintf("agent %s, %v:%d (simulated)", inst, r.agents[inst].a.Addr, AgentPort))
 	}
-	w, err := capture.NewWriter(f, names, descs, fmt.Sprintf("tokenbed run %s, experiment %s, seed %d, simulated", r.o.RunID, r.e.Name, r.e.Seed))
+	w, err := capture.NewWriter(f, names, descs, fmt.Sprintf("tokenbed run %s, experiment %s, seed %d, simulated", r.o.recordedID(), r.e.Name, r.e.Seed))
 	if err != nil {
 		f.Close()
 		return nil, err

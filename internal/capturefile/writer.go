@@ -31,6 +31,7 @@ type Writer struct {
 	annIndex int
 	ifaces   []string
 	counts   []uint64
+	dropped  []uint64
 	first    time.Time
 	last     time.Time
 	stopped  bool
@@ -49,12 +50,23 @@ func NewWriter(w io.Writer, names, descs []string, comment string) (*Writer, err
 		}
 		idbs = append(idbs, idb)
 	}
-	idbs = append(idbs, AnnotationInterface(AnnotationName))
+	return NewWriterInterfaces(w, idbs, comment)
+}
+
+// NewWriterInterfaces is NewWriter with the packet interfaces given
+// whole (a merge of captures keeps each one's link type and names), the
+// annotation interface after them.
+func NewWriterInterfaces(w io.Writer, idbs []pcapgo.NgInterface, comment string) (*Writer, error) {
+	names := make([]string, len(idbs))
+	for i, idb := range idbs {
+		names[i] = idb.Name
+	}
+	idbs = append(idbs[:len(idbs):len(idbs)], AnnotationInterface(AnnotationName))
 	ng, err := pcapgo.NewNgWriterInterface(w, idbs[0], SectionOptions(comment))
 	if err != nil {
 		return nil, fmt.Errorf("capture: writing the pcapng header: %w", err)
 	}
-	cw := &Writer{ng: ng, ifaces: names, counts: make([]uint64, len(names))}
+	cw := &Writer{ng: ng, ifaces: names, counts: make([]uint64, len(names)), dropped: make([]uint64, len(names))}
 	for _, idb := range idbs[1:] {
 		if cw.annIndex, err = ng.AddInterface(idb); err != nil {
 			return nil, fmt.Errorf("capture: writing the pcapng header: %w", err)
@@ -105,11 +117,31 @@ func (w *Writer) Annotate(ev eventlog.Event) error {
 	return w.ng.WritePacketWithOptions(ci, rec, pcapgo.NgPacketOptions{Comments: []string{string(js)}})
 }
 
+// AnnotateJSON records an annotation already encoded (js, an event's
+// JSON, as Annotate encodes it) at t: a merge of captures copies them.
+func (w *Writer) AnnotateJSON(t time.Time, js []byte) error {
+	if w.stopped {
+		return ErrStopped
+	}
+	w.seen(t)
+	rec := AnnotationRecord(js)
+	ci := gopacket.CaptureInfo{Timestamp: t, CaptureLength: len(rec), Length: len(rec), InterfaceIndex: w.annIndex}
+	return w.ng.WritePacketWithOptions(ci, rec, pcapgo.NgPacketOptions{Comments: []string{string(js)}})
+}
+
+// AddDropped adds n to the packets interface index dropped, which Stop
+// reports (a merge carries each capture's drops over).
+func (w *Writer) AddDropped(index int, n uint64) {
+	if index >= 0 && index < len(w.dropped) {
+		w.dropped[index] += n
+	}
+}
+
 // Interfaces names the packet interfaces, in pcapng index order.
 func (w *Writer) Interfaces() []string { return w.ifaces }
 
-// Stop writes the interface statistics (no drops: nothing was dropped on
-// the way to the file) and flushes; it returns the packets written per
+// Stop writes the interface statistics (no drops, nothing was dropped on
+// the way to the file, but those AddDropped carried over) and flushes; it returns the packets written per
 // interface, in index order (nil when already stopped). The caller closes
 // the file.
 func (w *Writer) Stop() ([]uint64, error) {
@@ -119,7 +151,7 @@ func (w *Writer) Stop() ([]uint64, error) {
 	w.stopped = true
 	for i := range w.ifaces {
 		err := w.ng.WriteInterfaceStats(i, pcapgo.NgInterfaceStatistics{LastUpdate: w.last, StartTime: w.first, EndTime: w.last,
-			PacketsReceived: w.counts[i], PacketsDropped: 0})
+			PacketsReceived: w.counts[i], PacketsDropped: w.dropped[i]})
 		if err != nil {
 			return w.counts[:i], err
 		}

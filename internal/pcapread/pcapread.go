@@ -183,6 +183,24 @@ func (r *Reader) statistics(id int, st pcapgo.NgInterfaceStatistics) {
 	r.stats.Statistics = append(r.stats.Statistics, s)
 }
 
+// Section is a pcapng file's section header (zero for a pcap file): a
+// merge of captures keeps its comment.
+func (r *Reader) Section() pcapgo.NgSectionInfo {
+	if r.ng == nil {
+		return pcapgo.NgSectionInfo{}
+	}
+	return r.ng.SectionInfo()
+}
+
+// Block is interface i's description block as read, for copying it
+// whole into another capture.
+func (r *Reader) Block(i int) (pcapgo.NgInterface, error) {
+	if r.ng == nil {
+		return pcapgo.NgInterface{Name: "pcap", LinkType: r.pcapLink}, nil
+	}
+	return r.ng.Interface(i)
+}
+
 // NInterfaces is the number of interfaces described so far.
 func (r *Reader) NInterfaces() int {
 	if r.ng == nil {

@@ -22,6 +22,7 @@ package results
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"time"
@@ -43,6 +44,7 @@ const (
 	ExperimentFile = "experiment.yaml"
 	TopologyFile   = "topology.json"
 	CADir          = "ca"
+	CACertFile     = "ca.crt" // the CA certificate in CADir
 	LogsDir        = "logs"
 	HarnessLog     = "harness.jsonl"
 	CaptureFile    = "capture.pcapng"
@@ -53,6 +55,10 @@ const (
 	PlotsDir       = "plots"
 	BundlesDir     = "bundles"
 )
+
+// ReplicaCACert is replica rep's CA certificate in CADir, where it is not
+// CACertFile: a run merged from shards that each made their own CA.
+func ReplicaCACert(rep int) string { return fmt.Sprintf("ca.r%d.crt", rep) }
 
 // RunInfo describes a run.
 type RunInfo struct {
@@ -95,6 +101,22 @@ type RunInfo struct {
 	Finished      time.Time `json:"finished,omitempty"`
 	Status        string    `json:"status"` // running | ok | error | interrupted | killed (found dead by clean or analyze)
 	Error         string    `json:"error,omitempty"`
+	// A run merged from shards (harness merge): ReplicaStartNS[r] is
+	// replica r's AgentsStartNS where the shards started apart (empty
+	// when they all started at once, as simulated shards do);
+	// MissingShards ("K/N") and MissingReplicas are the shards the merge
+	// was not given and their replicas, which no check saw.
+	ReplicaStartNS  []int64  `json:"replica_start_ns,omitempty"`
+	MissingShards   []string `json:"missing_shards,omitempty"`
+	MissingReplicas []int    `json:"missing_replicas,omitempty"`
+}
+
+// StartNS is replica rep's AgentsStartNS: paper time 0 of its clock.
+func (i RunInfo) StartNS(rep int) int64 {
+	if rep >= 0 && rep < len(i.ReplicaStartNS) && i.ReplicaStartNS[rep] != 0 {
+		return i.ReplicaStartNS[rep]
+	}
+	return i.AgentsStartNS
 }
 
 // AgentInfo is one agent process of a run.

@@ -139,6 +139,9 @@ func (b *Backend) Setup(ctx context.Context, spec backend.Spec) (err error) {
 		}
 	}()
 	for r, agents := range spec.Replicas {
+		if len(agents) == 0 {
+			continue // a replica another shard runs (harness run --shard)
+		}
 		bits := spec.Prefixes[r].Bits()
 		hubName := hubNS(spec.RunID, r)
 		hub, err := nsenter.NewNamed(hubName)
@@ -392,6 +395,9 @@ func agentNS(runID, instance string) string { return runID + "-" + instance }
 func Namespaces(spec backend.Spec) []string {
 	var names []string
 	for r, as := range spec.Replicas {
+		if len(as) == 0 {
+			continue
+		}
 		names = append(names, hubNS(spec.RunID, r))
 		for _, a := range as {
 			names = append(names, agentNS(spec.RunID, a.Instance))
