@@ -36,7 +36,7 @@ run)
 	mkdir -p "$dir/$name-shard$k" && echo $host > "$dir/$name-shard$k/host"
 	;;
 merge)
-	shift 3
+	shift 2
 	found=""
 	for d in "$@"; do [ -d "$d" ] && found="$found $(basename $d)"; done
 	echo "merge ${SLURM_JOB_NAME%%-merge}$found" >> $state/calls

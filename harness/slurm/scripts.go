@@ -6,12 +6,12 @@
 //
 //	NAME-shards  a job array of N tasks, --requeue: task T runs
 //	             harness run --run-id RUNID --shard T+1/N, writing its
-//	             shard directory under RESULTS/shards/RUNID/; a node that
+//	             shard directory under RESULTS/shards/RUNID/T+1/; a node that
 //	             dies mid-shard costs that shard only, run again elsewhere
 //	NAME-merge   --dependency=afterany:ARRAY: runs once every task has
 //	             ended, however, so that a shard that failed for good is
 //	             named by harness merge (its replicas not judged), never
-//	             waited for
+//	             waited for; the merged run is RESULTS/RUNID
 //
 // A campaign adds one last job, afterany on every merge, that indexes the
 // night into the results database (harness index).
@@ -121,7 +121,7 @@ exec {{q .Site.Harness}} run --run-id {{.Job.RunID}} --shard "$shard/{{.Job.Shar
 # merge names the shards that are missing, and their replicas are not
 # judged.
 set -eu
-exec {{q .Site.Harness}} merge --results {{q .Site.Results}} {{q .ShardRoot}}/*/*
+exec {{q .Site.Harness}} merge -o {{q .Merged}} {{q .ShardRoot}}/*/*
 {{end}}
 {{define "index"}}{{template "head" .}}#SBATCH --ntasks=1
 # The campaign's last job: after every merge, index the night's results.
@@ -131,6 +131,7 @@ exec {{q .Site.Harness}} index {{q .Site.Results}}
 
 type scriptData struct {
 	Name, Log, ShardRoot string
+	Merged               string // the merged run's directory: RESULTS/RUNID
 	Last                 int
 	Site                 Site
 	Job                  Job
@@ -182,7 +183,8 @@ func CampaignPlan(jobs []Job, s Site) ([]Script, error) {
 }
 
 func appendJob(out []Script, j Job, s Site) ([]Script, error) {
-	d := scriptData{Site: s, Job: j, Last: j.Shards - 1, ShardRoot: filepath.Join(s.Results, "shards", j.RunID)}
+	d := scriptData{Site: s, Job: j, Last: j.Shards - 1, ShardRoot: filepath.Join(s.Results, "shards", j.RunID),
+		Merged: filepath.Join(s.Results, j.RunID)}
 	d.Name, d.Log = j.Name+"-shards", filepath.Join(s.Results, "slurm", j.Name+"-shard-%a.out")
 	arr, err := render("array", d)
 	if err != nil {

@@ -1,0 +1,183 @@
+package slurm
+
+import (
+	"bytes"
+	"context"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"tokenbed/harness/slurmcluster"
+	"tokenbed/internal/testenv"
+)
+
+// buildHarness builds the harness binary into dir: the nodes run it, as
+// a cluster's nodes run the one on the shared filesystem.
+func buildHarness(t *testing.T, dir string) string {
+	t.Helper()
+	bin := filepath.Join(dir, "harness")
+	cmd := exec.Command("go", "build", "-o", bin, "tokenbed/harness")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building the harness: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// e2e is a cluster, the harness built into its shared directory and the
+// four-replica experiment of harness/shard's tests copied beside it.
+type e2e struct {
+	c            *slurmcluster.Cluster
+	harness, exp string
+}
+
+func newE2E(t *testing.T, ctx context.Context) *e2e {
+	t.Helper()
+	testenv.RequireSlurm(t, "runs harness run --slurm on a Slurm cluster in network namespaces")
+	c, err := slurmcluster.Start(ctx, slurmcluster.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := c.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	jobs := filepath.Join(c.Dir, "jobs")
+	b, err := os.ReadFile(filepath.Join("..", "shard", "testdata", "four-replicas.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	exp := filepath.Join(jobs, "four-replicas.yaml")
+	if err := os.WriteFile(exp, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return &e2e{c: c, harness: buildHarness(t, jobs), exp: exp}
+}
+
+// submit runs harness run --slurm ARGS where the controller is
+// reachable and returns the submission's directory.
+func (x *e2e) submit(t *testing.T, ctx context.Context, results, runID string, args ...string) []Submitted {
+	t.Helper()
+	all := append([]string{"run", "--slurm", "--backend", "sim", "--results", results, "--run-id", runID}, args...)
+	out, err := x.c.Output(ctx, x.harness, append(all, x.exp)...)
+	if err != nil {
+		t.Fatalf("harness %s: %v\n%s", strings.Join(all, " "), err, out)
+	}
+	t.Logf("harness run --slurm:\n%s", out)
+	subs, err := ReadSubmission(filepath.Join(results, "slurm", runID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return subs
+}
+
+func (x *e2e) wait(t *testing.T, ctx context.Context, subs []Submitted) (string, []Task) {
+	t.Helper()
+	run := func(ctx context.Context, name string, args ...string) ([]byte, error) { return x.c.Output(ctx, name, args...) }
+	for {
+		ts, err := Status(ctx, run, subs)
+		if err != nil && ctx.Err() == nil {
+			t.Fatal(err)
+		}
+		if v, bad := Verdict(ts); v != "running" || ctx.Err() != nil {
+			t.Logf("as Slurm reports it:\n%s", Table(ts))
+			return v, bad
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+}
+
+// wallClock masks what the wall clock stamps (as harness/shard's test
+// does) and the host a run.json names: the whole run's is this machine,
+// the merged run's the node that merged it.
+var wallClock = regexp.MustCompile(`(?m)^\s*"(started|finished|wall_seconds|host)": .*$|replayed in \d+ s of wall time \(\d+ paper s per wall s\)`)
+
+// A simulated run of four replicas, sharded in two over the cluster's two
+// nodes and merged there, is the same run done whole on this machine:
+// every file byte for byte but the wall clock's fields and the host.
+func TestSimRunShardedOverClusterIsTheWholeRun(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	x := newE2E(t, ctx)
+	const id = "tb5a00e1"
+	results := filepath.Join(x.c.Dir, "jobs", "results")
+	subs := x.submit(t, ctx, results, id, "--replicas", "4", "--shards", "2")
+	if v, bad := x.wait(t, ctx, subs); v != "completed" {
+		log, _ := os.ReadFile(filepath.Join(results, "slurm", "four-replicas-merge.out"))
+		t.Fatalf("submission %s: %+v\nmerge log:\n%s", v, bad, log)
+	}
+	whole := t.TempDir()
+	cmd := exec.CommandContext(ctx, x.harness, "run", "--backend", "sim", "--replicas", "4", "--run-id", id, "--results", whole, x.exp)
+	// In the directory the shards run in (the results root, their
+	// --chdir): run.json's revision comes from git at run time when the
+	// binary has no VCS stamp (go test's GOFLAGS here has
+	// -buildvcs=false), and the nodes run outside any checkout.
+	cmd.Dir = results
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("the whole run: %v\n%s", err, out)
+	}
+	wdir, mdir := filepath.Join(whole, id), filepath.Join(results, id)
+	n := 0
+	filepath.WalkDir(wdir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, _ := filepath.Rel(wdir, p)
+		if rel == "progress.json" {
+			return nil // a run's last progress line, stamped with the wall clock; a merge has none
+		}
+		a, _ := os.ReadFile(p)
+		b, err := os.ReadFile(filepath.Join(mdir, rel))
+		if err != nil {
+			t.Errorf("merged run: %v", err)
+			return nil
+		}
+		if !bytes.Equal(wallClock.ReplaceAll(a, nil), wallClock.ReplaceAll(b, nil)) {
+			t.Errorf("%s differs between the whole run and the run merged from the cluster:\n%s", rel, lineDiff(wallClock.ReplaceAll(a, nil), wallClock.ReplaceAll(b, nil)))
+		}
+		n++
+		return nil
+	})
+	if n < 5 {
+		t.Fatalf("compared %d files only", n)
+	}
+	t.Logf("%d files identical", n)
+	hosts := map[string]bool{}
+	for _, k := range []string{"1", "2"} {
+		m, _ := filepath.Glob(filepath.Join(results, "shards", id, k, "*", "shard.json"))
+		for _, f := range m {
+			b, _ := os.ReadFile(f)
+			if h := regexp.MustCompile(`"host": "([^"]*)"`).FindSubmatch(b); h != nil {
+				hosts[string(h[1])] = true
+			}
+		}
+	}
+	if len(hosts) != 2 {
+		t.Errorf("the shards ran on %v, want both nodes", hosts)
+	}
+}
+
+// lineDiff is the lines of a and b that differ, by position, at most 10.
+func lineDiff(a, b []byte) string {
+	la, lb := strings.Split(string(a), "\n"), strings.Split(string(b), "\n")
+	var out []string
+	for i := 0; i < max(len(la), len(lb)) && len(out) < 20; i++ {
+		var x, y string
+		if i < len(la) {
+			x = la[i]
+		}
+		if i < len(lb) {
+			y = lb[i]
+		}
+		if x != y {
+			out = append(out, "- "+x, "+ "+y)
+		}
+	}
+	return strings.Join(out, "\n")
+}
