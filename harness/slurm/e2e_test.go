@@ -3,6 +3,8 @@ package slurm
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -79,7 +81,9 @@ func (x *e2e) submit(t *testing.T, ctx context.Context, results, runID string, a
 
 func (x *e2e) wait(t *testing.T, ctx context.Context, subs []Submitted) (string, []Task) {
 	t.Helper()
-	run := func(ctx context.Context, name string, args ...string) ([]byte, error) { return x.c.Output(ctx, name, args...) }
+	run := func(ctx context.Context, name string, args ...string) ([]byte, error) {
+		return x.c.Output(ctx, name, args...)
+	}
 	for {
 		ts, err := Status(ctx, run, subs)
 		if err != nil && ctx.Err() == nil {
@@ -180,4 +184,55 @@ func lineDiff(a, b []byte) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// A shard that never completes (cancelled before it ran, as a shard
+// Slurm gave up on would be): the merge still runs (afterany), names the
+// missing shard in the merged run.json with its replicas, which are not
+// judged; the submission's state, from squeue and scontrol, is failed.
+func TestShardFailedForGoodIsNamedByTheMerge(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	x := newE2E(t, ctx)
+	nodes := x.c.Nodes[0].Name + "," + x.c.Nodes[1].Name
+	// Drained nodes hold the array back, so that task 1 is cancelled
+	// before it starts, whatever the machine's load.
+	if _, err := x.c.Output(ctx, "scontrol", "update", "nodename="+nodes, "state=drain", "reason=test"); err != nil {
+		t.Fatal(err)
+	}
+	const id = "tb5a00e2"
+	results := filepath.Join(x.c.Dir, "jobs", "results")
+	subs := x.submit(t, ctx, results, id, "--replicas", "4", "--shards", "2")
+	if _, err := x.c.Output(ctx, "scancel", subs[0].JobID+"_1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := x.c.Output(ctx, "scontrol", "update", "nodename="+nodes, "state=resume"); err != nil {
+		t.Fatal(err)
+	}
+	v, bad := x.wait(t, ctx, subs)
+	// Slurm 22.05 forgets a pending array task once cancelled: squeue
+	// and scontrol no longer report it, so status says UNKNOWN.
+	if v != "failed" || len(bad) != 1 || bad[0].JobID != subs[0].JobID+"_1" || (bad[0].State != "CANCELLED" && bad[0].State != "UNKNOWN") {
+		t.Errorf("submission %s, not completed %+v; want failed, naming task _1", v, bad)
+	}
+	b, err := os.ReadFile(filepath.Join(results, id, "run.json"))
+	if err != nil {
+		log, _ := os.ReadFile(filepath.Join(results, "slurm", "four-replicas-merge.out"))
+		t.Fatalf("no merged run: %v\nmerge log:\n%s", err, log)
+	}
+	var info struct {
+		MissingShards   []string `json:"missing_shards"`
+		MissingReplicas []int    `json:"missing_replicas"`
+	}
+	if err := json.Unmarshal(b, &info); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(info.MissingShards, ",") != "2/2" || fmt.Sprint(info.MissingReplicas) != "[2 3]" {
+		t.Errorf("merged run.json: missing shards %v, replicas %v; want 2/2 and [2 3]", info.MissingShards, info.MissingReplicas)
+	}
+	log, _ := os.ReadFile(filepath.Join(results, "slurm", "four-replicas-merge.out"))
+	if !strings.Contains(string(log), "2/2") {
+		t.Errorf("the merge's log does not name the missing shard:\n%s", log)
+	}
+	t.Logf("merge log:\n%s", tail(string(log), 15))
 }

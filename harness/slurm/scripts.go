@@ -51,6 +51,10 @@ type Script struct {
 	Name string // file name stem and Slurm job name
 	Kind string // "array", "merge", "index"
 	Text string
+	// Tasks is an array's task count (0 for a single job): status
+	// expects each, so that a task Slurm no longer reports is not
+	// silently dropped.
+	Tasks int
 	// After are the indices, in the plan, of the scripts this one runs
 	// after (afterany).
 	After []int
@@ -196,7 +200,7 @@ func appendJob(out []Script, j Job, s Site) ([]Script, error) {
 		return nil, err
 	}
 	a := len(out)
-	return append(out, Script{Name: j.Name + "-shards", Kind: "array", Text: arr},
+	return append(out, Script{Name: j.Name + "-shards", Kind: "array", Text: arr, Tasks: j.Shards},
 		Script{Name: j.Name + "-merge", Kind: "merge", Text: merge, After: []int{a}}), nil
 }
 

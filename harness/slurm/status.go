@@ -3,6 +3,7 @@ package slurm
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"sort"
 	"strings"
 )
@@ -21,8 +22,9 @@ type Task struct {
 // (every state, array tasks one a line) while slurmctld remembers the
 // job, scontrol show job as a second source. Neither needs accounting
 // (sacct needs slurmdbd, which Debian's Slurm here does not run). A job
-// both have forgotten (older than MinJobAge) is reported with state
-// UNKNOWN, not guessed.
+// or array task neither reports (older than MinJobAge, or an array task
+// cancelled while pending, which Slurm 22.05 drops) is reported with
+// state UNKNOWN, not guessed, and counts as not completed.
 func Status(ctx context.Context, run Commander, subs []Submitted) ([]Task, error) {
 	var out []Task
 	for _, s := range subs {
@@ -31,9 +33,9 @@ func Status(ctx context.Context, run Commander, subs []Submitted) ([]Task, error
 			return out, err
 		}
 		if len(ts) == 0 {
-			ts = scontrol(ctx, run, s)
+			ts = scontrol(ctx, run, s.Name, s.JobID)
 		}
-		out = append(out, ts...)
+		out = append(out, missingTasks(ctx, run, s, ts)...)
 	}
 	return out, nil
 }
@@ -67,10 +69,42 @@ func taskLess(a, b string) bool {
 	return a < b
 }
 
-func scontrol(ctx context.Context, run Commander, s Submitted) []Task {
-	b, err := run(ctx, "scontrol", "-o", "show", "job", s.JobID)
+// missingTasks adds, for an array, the tasks neither listing gave (a
+// task cancelled while pending is not listed by squeue): each asked of
+// scontrol by its own ID, UNKNOWN if it does not know it either.
+func missingTasks(ctx context.Context, run Commander, s Submitted, ts []Task) []Task {
+	if s.Tasks == 0 {
+		return ts
+	}
+	seen := map[string]bool{}
+	for _, t := range ts {
+		seen[t.JobID] = true
+	}
+	for k := 0; k < s.Tasks; k++ {
+		id := fmt.Sprintf("%s_%d", s.JobID, k)
+		if !seen[id] {
+			ts = append(ts, scontrol(ctx, run, s.Name, id)...)
+		}
+	}
+	// A line for several tasks (a pending remainder, "12_[2-3]" or
+	// "12_2-3") is not a task: its tasks are each listed or asked for
+	// above.
+	out := ts[:0]
+	for _, t := range ts {
+		if taskID.MatchString(t.JobID) {
+			out = append(out, t)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return taskLess(out[i].JobID, out[j].JobID) })
+	return out
+}
+
+var taskID = regexp.MustCompile(`^[0-9]+_[0-9]+$`)
+
+func scontrol(ctx context.Context, run Commander, name, jobID string) []Task {
+	b, err := run(ctx, "scontrol", "-o", "show", "job", jobID)
 	if err != nil {
-		return []Task{{Name: s.Name, JobID: s.JobID, State: "UNKNOWN", Reason: "neither squeue nor scontrol knows it (ended more than MinJobAge ago; no accounting here)"}}
+		return []Task{{Name: name, JobID: jobID, State: "UNKNOWN", Reason: "neither squeue nor scontrol reports it: cancelled before it started (Slurm then drops a pending array task), or ended more than MinJobAge ago (no accounting here)"}}
 	}
 	var ts []Task
 	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
@@ -84,7 +118,7 @@ func scontrol(ctx context.Context, run Commander, s Submitted) []Task {
 		if t := kv["ArrayTaskId"]; t != "" && kv["ArrayJobId"] != "" {
 			id = kv["ArrayJobId"] + "_" + t
 		}
-		ts = append(ts, Task{Name: s.Name, JobID: id, State: kv["JobState"], Reason: kv["Reason"], Node: kv["NodeList"]})
+		ts = append(ts, Task{Name: name, JobID: id, State: kv["JobState"], Reason: kv["Reason"], Node: kv["NodeList"]})
 	}
 	return ts
 }

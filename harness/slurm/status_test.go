@@ -50,6 +50,21 @@ func TestStatusReadsSqueueThenScontrol(t *testing.T) {
 	if v != "failed" || len(bad) != 4 || bad[0].JobID != "12_2" {
 		t.Errorf("verdict %s, not completed %+v", v, bad)
 	}
+	// An array of 11 tasks: the seven neither squeue nor scontrol gives
+	// are UNKNOWN, named, not dropped.
+	ts, err = Status(context.Background(), run, []Submitted{{Name: "smoke-shards", Kind: "array", JobID: "12", Tasks: 11}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	unknown := 0
+	for _, x := range ts {
+		if x.State == "UNKNOWN" {
+			unknown++
+		}
+	}
+	if len(ts) != 11 || unknown != 7 || ts[3].JobID != "12_3" || ts[10].JobID != "12_10" {
+		t.Errorf("an array of 11 tasks: %d reported, %d unknown:\n%s", len(ts), unknown, Table(ts))
+	}
 	if v, _ := Verdict([]Task{{State: "COMPLETED"}, {State: "PENDING"}, {State: "FAILED"}}); v != "running" {
 		t.Errorf("a submission with a pending job: %s, want running", v)
 	}

@@ -20,6 +20,7 @@ type Submitted struct {
 	Kind  string   `json:"kind"`
 	JobID string   `json:"job_id"`
 	After []string `json:"after,omitempty"` // job IDs, afterany
+	Tasks int      `json:"tasks,omitempty"` // an array's task count
 }
 
 // SubmissionFile is the record of a submission, in its directory.
@@ -43,7 +44,7 @@ func Submit(ctx context.Context, run Commander, dir string, site Site, plan []Sc
 		if err := os.WriteFile(path, []byte(s.Text), 0o644); err != nil {
 			return subs, err
 		}
-		sub := Submitted{Name: s.Name, Kind: s.Kind}
+		sub := Submitted{Name: s.Name, Kind: s.Kind, Tasks: s.Tasks}
 		args := []string{"--parsable"}
 		for _, a := range s.After {
 			sub.After = append(sub.After, subs[a].JobID)
