@@ -118,7 +118,7 @@ func execSlurm(ctx context.Context, name string, args ...string) ([]byte, error)
 // running.
 func cmdSlurm(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) != 2 || args[0] != "status" {
-		fmt.Fprintln(stderr, "usage: harness slurm status SUBMISSION_DIR   (RESULTS/slurm/RUNID, or a campaign's)")
+		fmt.Fprintln(stderr, "usage: harness slurm status SUBMISSION_DIR   (RESULTS/slurm/RUNID, or RESULTS/slurm/CAMPAIGN_ID)")
 		return exitUsage
 	}
 	subs, err := slurm.ReadSubmission(args[1])

@@ -99,7 +99,8 @@ func usage(w io.Writer) {
   harness swarm [flags] EXPERIMENT.yaml many simulated seeds with drawn faults; shrinks failures (harness swarm -h)
   harness campaign run [FILE]           run a campaign of jobs (default: the night), indexed as they finish
   harness index [--results DIR]         rebuild the results database from the results directories
-  harness slurm status DIR              jobs of a Slurm submission (harness run --slurm), from squeue/scontrol
+  harness campaign submit --slurm FILE  submit a campaign's sharded runs to Slurm, and an index job after them
+  harness slurm status DIR              jobs of a Slurm submission (run --slurm, campaign submit), from squeue/scontrol
   harness merge [-o DIR] SHARD_DIR...   one results directory from a run's shards (harness run --shard), analysed
 `)
 }

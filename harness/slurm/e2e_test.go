@@ -236,3 +236,56 @@ func TestShardFailedForGoodIsNamedByTheMerge(t *testing.T) {
 	}
 	t.Logf("merge log:\n%s", tail(string(log), 15))
 }
+
+// harness campaign submit --slurm: each sharded run of the campaign file
+// is an array and a merge, a job that is not one stays on the submit host
+// and says so, and the index job runs after the merges, building the
+// results database; harness campaign status reads the jobs back.
+func TestCampaignSubmitOnCluster(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	x := newE2E(t, ctx)
+	file := filepath.Join(filepath.Dir(x.exp), "night.yaml")
+	night := fmt.Sprintf(`name: night-test
+jobs:
+  - {name: four, experiment: %s, backend: sim, replicas: 4}
+  - {name: two, experiment: %s, backend: sim, replicas: 2, duration: 600s}
+  - {name: seeds, experiment: %s, backend: sim, seeds: [1, 2]}
+`, x.exp, x.exp, x.exp)
+	if err := os.WriteFile(file, []byte(night), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	results := filepath.Join(x.c.Dir, "jobs", "results")
+	out, err := x.c.Output(ctx, x.harness, "campaign", "submit", "--slurm", "--results", results, "--shards", "2", "--id", "night1", file)
+	if err != nil {
+		t.Fatalf("campaign submit: %v\n%s", err, out)
+	}
+	t.Logf("harness campaign submit --slurm:\n%s", out)
+	if !strings.Contains(string(out), "stays on the submit host: seeds") {
+		t.Errorf("the per-seed job is not named as staying on the submit host")
+	}
+	dir := filepath.Join(results, "slurm", "night1")
+	subs, err := ReadSubmission(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(subs) != 5 || subs[4].Kind != "index" {
+		t.Fatalf("submitted %+v: want two arrays, two merges, an index", subs)
+	}
+	if v, bad := x.wait(t, ctx, subs); v != "completed" {
+		t.Fatalf("campaign %s: %+v", v, bad)
+	}
+	merged, _ := filepath.Glob(filepath.Join(results, "tb*", "summary.json"))
+	if len(merged) != 2 {
+		t.Errorf("merged runs %v: want two", merged)
+	}
+	if _, err := os.Stat(filepath.Join(results, "results.db")); err != nil {
+		log, _ := os.ReadFile(filepath.Join(results, "slurm", "index.out"))
+		t.Errorf("the index job built no database: %v\n%s", err, log)
+	}
+	st, err := x.c.Output(ctx, x.harness, "campaign", "status", dir)
+	if err != nil || !strings.Contains(string(st), "night1: completed") {
+		t.Errorf("harness campaign status: %v\n%s", err, st)
+	}
+	t.Logf("harness campaign status:\n%s", st)
+}

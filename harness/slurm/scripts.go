@@ -130,7 +130,7 @@ exec {{q .Site.Harness}} merge -o {{q .Merged}} {{q .ShardRoot}}/*/*
 {{define "index"}}{{template "head" .}}#SBATCH --ntasks=1
 # The campaign's last job: after every merge, index the night's results.
 set -eu
-exec {{q .Site.Harness}} index {{q .Site.Results}}
+exec {{q .Site.Harness}} index --results {{q .Site.Results}}
 {{end}}`))
 
 type scriptData struct {
