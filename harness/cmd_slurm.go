@@ -25,7 +25,7 @@ type slurmFlags struct {
 // slurmOnly are the run flags the engine consumes itself: a shard's
 // command line does not get them (the script sets --results and
 // --run-id per shard).
-var slurmOnly = map[string]bool{"slurm": true, "shards": true, "partition": true, "account": true, "results": true, "run-id": true, "cpu": true}
+var slurmOnly = map[string]bool{"slurm": true, "shards": true, "partition": true, "account": true, "results": true, "run-id": true, "cpu": true, "no-analyze": true}
 
 func (s *slurmFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&s.on, "slurm", false, "submit the run to Slurm as a job array of --shards shards and a merge job, and return (RESULTS must be a directory every node sees)")

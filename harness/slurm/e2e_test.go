@@ -289,3 +289,101 @@ jobs:
 	}
 	t.Logf("harness campaign status:\n%s", st)
 }
+
+// Real processes: experiments/endurance-smoke.yaml shortened as
+// harness/shard's netns test shortens it (16,000 paper seconds, two
+// replicas), run by harness run --slurm as two shards, one on each node,
+// in network namespaces through the userspace engine, merged on the
+// cluster: every check passes.
+func TestRealProcessRunShardedOverCluster(t *testing.T) {
+	testenv.RequireTUN(t, "the shards create network namespaces and TUN devices")
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	x := newE2E(t, ctx)
+	jobs := filepath.Dir(x.exp)
+	agent := filepath.Join(jobs, "agent")
+	build := exec.Command("go", "build", "-o", agent, "tokenbed/agent")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building the agent: %v\n%s", err, out)
+	}
+	b, err := os.ReadFile(filepath.Join("..", "..", "experiments", "endurance-smoke.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	x.exp = filepath.Join(jobs, "endurance-smoke.yaml")
+	if err := os.WriteFile(x.exp, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const id = "tb5a00e3"
+	results := filepath.Join(jobs, "results")
+	all := []string{"run", "--slurm", "--backend", "netns", "--impair", "userspace", "--agent", agent, "--replicas", "2", "--shards", "2",
+		"--duration", "16000s", "--results", results, "--run-id", id, x.exp}
+	// The two nodes share this machine's two cores, so shards side by
+	// side would delay each other's passes (a pass is real time) as two
+	// machines would not: shard 1 runs on node 1, then shard 2 on node 2.
+	n1, n2 := x.c.Nodes[0].Name, x.c.Nodes[1].Name
+	scontrol := func(args ...string) {
+		t.Helper()
+		if _, err := x.c.Output(ctx, "scontrol", args...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	scontrol("update", "nodename="+n2, "state=drain", "reason=serial")
+	out, err := x.c.Output(ctx, x.harness, all...)
+	if err != nil {
+		t.Fatalf("harness %s: %v\n%s", strings.Join(all, " "), err, out)
+	}
+	subs, err := ReadSubmission(filepath.Join(results, "slurm", id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	arr := subs[0].JobID
+	scontrol("hold", arr+"_1")
+	scontrol("update", "nodename="+n1, "state=drain", "reason=serial")
+	scontrol("update", "nodename="+n2, "state=resume")
+	run := func(ctx context.Context, name string, args ...string) ([]byte, error) { return x.c.Output(ctx, name, args...) }
+	for done := false; !done; {
+		ts, err := Status(ctx, run, subs[:1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, task := range ts {
+			if task.JobID == arr+"_0" && task.State != "PENDING" && task.State != "RUNNING" {
+				done = true
+			}
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	scontrol("release", arr+"_1")
+	v, bad := x.wait(t, ctx, subs)
+	log, _ := os.ReadFile(filepath.Join(results, "slurm", "endurance-smoke-merge.out"))
+	t.Logf("merge log:\n%s", tail(string(log), 12))
+	if v != "completed" {
+		for k := 0; k < 2; k++ {
+			sl, _ := os.ReadFile(filepath.Join(results, "slurm", fmt.Sprintf("endurance-smoke-shard-%d.out", k)))
+			t.Logf("shard %d log:\n%s", k+1, tail(string(sl), 15))
+		}
+		t.Fatalf("submission %s: %+v", v, bad)
+	}
+	var sum struct {
+		Requirements map[string]struct {
+			Verdict string `json:"verdict"`
+		} `json:"requirements"`
+	}
+	sb, err := os.ReadFile(filepath.Join(results, id, "summary.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(sb, &sum); err != nil {
+		t.Fatal(err)
+	}
+	if len(sum.Requirements) == 0 {
+		t.Fatalf("summary.json has no requirements:\n%s", tail(string(sb), 20))
+	}
+	for name, r := range sum.Requirements {
+		if r.Verdict != "pass" {
+			t.Errorf("%s: %s, want pass", name, r.Verdict)
+		}
+	}
+}

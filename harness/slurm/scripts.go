@@ -112,13 +112,15 @@ var scripts = template.Must(template.New("").Funcs(template.FuncMap{"q": quote, 
 #SBATCH --requeue
 #SBATCH --ntasks=1
 # Shard K of N is task K-1. A requeued task starts again from nothing:
-# its earlier, partial shard directory goes first.
+# its earlier, partial shard directory goes first. The run's verdict is
+# the merged one, so a shard is not analysed on its own: the task fails
+# only when the shard could not run.
 set -eu
 shard=$((SLURM_ARRAY_TASK_ID + 1))
 dir={{q .ShardRoot}}/$shard
 rm -rf "$dir"
 mkdir -p "$dir"
-exec {{q .Site.Harness}} run --run-id {{.Job.RunID}} --shard "$shard/{{.Job.Shards}}" --results "$dir"{{qs .Job.RunArgs}} {{q .Job.Experiment}}
+exec {{q .Site.Harness}} run --run-id {{.Job.RunID}} --shard "$shard/{{.Job.Shards}}" --results "$dir" --no-analyze{{qs .Job.RunArgs}} {{q .Job.Experiment}}
 {{end}}
 {{define "merge"}}{{template "head" .}}#SBATCH --ntasks=1
 # Runs after every shard has ended, whether it succeeded or not: harness
