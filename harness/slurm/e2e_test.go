@@ -342,7 +342,9 @@ func TestRealProcessRunShardedOverCluster(t *testing.T) {
 	scontrol("hold", arr+"_1")
 	scontrol("update", "nodename="+n1, "state=drain", "reason=serial")
 	scontrol("update", "nodename="+n2, "state=resume")
-	run := func(ctx context.Context, name string, args ...string) ([]byte, error) { return x.c.Output(ctx, name, args...) }
+	run := func(ctx context.Context, name string, args ...string) ([]byte, error) {
+		return x.c.Output(ctx, name, args...)
+	}
 	for done := false; !done; {
 		ts, err := Status(ctx, run, subs[:1])
 		if err != nil {
