@@ -54,10 +54,10 @@ type rig struct {
 	run   Commander
 }
 
-func newRig(t *testing.T, ctx context.Context) *rig {
+func newRig(t *testing.T, ctx context.Context, o slurmcluster.Options) *rig {
 	t.Helper()
 	testenv.RequireSlurm(t, "runs job arrays on a Slurm cluster in network namespaces")
-	c, err := slurmcluster.Start(ctx, slurmcluster.Options{})
+	c, err := slurmcluster.Start(ctx, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +117,7 @@ func (r *rig) wait(t *testing.T, ctx context.Context, subs []Submitted) (string,
 func TestCampaignOnCluster(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	r := newRig(t, ctx)
+	r := newRig(t, ctx, slurmcluster.Options{})
 	os.WriteFile(filepath.Join(r.state, "fail-bad-2"), nil, 0o644)
 	plan, err := CampaignPlan([]Job{
 		{Name: "good", RunID: "tb000001", Experiment: "/e.yaml", Shards: 4, RunArgs: []string{"--backend", "sim"}},
@@ -174,7 +174,10 @@ func TestCampaignOnCluster(t *testing.T) {
 func TestKilledNodeShardRequeued(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Second)
 	defer cancel()
-	r := newRig(t, ctx)
+	// slurmctld looks for unresponsive nodes in its periodic background
+	// pass, so the node is found DOWN some 30 s after the kill whatever
+	// SlurmdTimeout below 10 s; the requeued task then waits CredExpire.
+	r := newRig(t, ctx, slurmcluster.Options{})
 	os.WriteFile(filepath.Join(r.state, "hang-1"), nil, 0o644)
 	plan, err := RunPlan(Job{Name: "smoke", RunID: "tb000003", Experiment: "/e.yaml", Shards: 2}, r.site)
 	if err != nil {
