@@ -79,12 +79,7 @@ func cmdCampaignSubmit(ctx context.Context, args []string, stdout, stderr io.Wri
 		return exitUsage
 	}
 	dir := filepath.Join(absRoot, "slurm", *id)
-	subs, err := slurm.Submit(ctx, execSlurm, dir, site, plan)
-	for _, s := range subs {
-		fmt.Fprintf(stdout, "submitted %-28s job %s\n", s.Name, s.JobID)
-	}
-	if err != nil {
-		fmt.Fprintln(stderr, "harness campaign submit:", err)
+	if !submitSaying(ctx, "harness campaign submit", dir, site, plan, stdout, stderr) {
 		return exitRunError
 	}
 	fmt.Fprintf(stdout, "campaign %s: state: harness campaign status %s\n", *id, dir)

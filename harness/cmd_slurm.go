@@ -84,17 +84,26 @@ func runSlurm(ctx context.Context, f runFlags, fs *flag.FlagSet, e *experiments.
 		return exitUsage
 	}
 	dir := filepath.Join(site.Results, "slurm", f.runID)
-	subs, err := slurm.Submit(ctx, execSlurm, dir, site, plan)
-	for _, s := range subs {
-		fmt.Fprintf(stdout, "submitted %-28s job %s\n", s.Name, s.JobID)
-	}
-	if err != nil {
-		fmt.Fprintln(stderr, "harness run: --slurm:", err)
+	if !submitSaying(ctx, "harness run: --slurm", dir, site, plan, stdout, stderr) {
 		return exitRunError
 	}
 	fmt.Fprintf(stdout, "run %s: %d shards under %s; merged into %s\nstate: harness slurm status %s\n",
 		f.runID, shards, filepath.Join(site.Results, "shards", f.runID), site.Results, dir)
 	return exitOK
+}
+
+// submitSaying submits plan, printing each job ID sbatch gave; on error
+// it says so under prefix and returns false.
+func submitSaying(ctx context.Context, prefix, dir string, site slurm.Site, plan []slurm.Script, stdout, stderr io.Writer) bool {
+	subs, err := slurm.Submit(ctx, execSlurm, dir, site, plan)
+	for _, s := range subs {
+		fmt.Fprintf(stdout, "submitted %-28s job %s\n", s.Name, s.JobID)
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, prefix+":", err)
+		return false
+	}
+	return true
 }
 
 // exitPending: harness slurm status found jobs not yet ended.
