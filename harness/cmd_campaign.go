@@ -17,8 +17,15 @@ import (
 )
 
 // cmdCampaign is harness campaign: run runs a campaign file's jobs in
-// order (harness/campaign).
+// order (harness/campaign); submit --slurm and status are the Slurm
+// engine's (cmd_campaign_slurm.go).
 func cmdCampaign(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "submit" {
+		return cmdCampaignSubmit(ctx, args[1:], stdout, stderr)
+	}
+	if len(args) > 0 && args[0] == "status" {
+		return cmdSlurm(ctx, args, stdout, stderr)
+	}
 	if len(args) == 0 || args[0] != "run" {
 		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
 			fmt.Fprintln(stdout, "usage: harness campaign run [flags] [CAMPAIGN.yaml]   (harness campaign run -h for flags)")

@@ -35,6 +35,7 @@ type runFlags struct {
 	replicas  int
 	timeScale float64
 	rtPrio    int
+	slurm     slurmFlags
 	shard     string
 	// shardInfo is --shard's, once the experiment is known (shardRun).
 	shardInfo *results.ShardInfo
@@ -59,6 +60,7 @@ func runFlagSet(f *runFlags, stderr io.Writer) *flag.FlagSet {
 	fs.IntVar(&f.replicas, "replicas", 0, "run this many replicas of the topology, each replaying its share of the paper timeline (default: the experiment's)")
 	fs.Float64Var(&f.timeScale, "time-scale", 0, "application time scale (default: the experiment's); the distortion of compressed time is measured by comparing runs at several")
 	fs.IntVar(&f.rtPrio, "rt-priority", 5, "run the agents SCHED_FIFO at this priority, below the userspace engine's relay (10), as dedicated hosts would run them (0: normal scheduling)")
+	f.slurm.register(fs)
 	fs.StringVar(&f.shard, "shard", "", "K/N: run only shard K of N (1-based) of the run's replicas, contiguous blocks; the run ID is then the run's, the shard's own derived from it (see harness merge)")
 	fs.IntVar(&f.cpu, "cpu", -1, "with --impair uml: pin the instance to this host CPU (-1: the first free)")
 	return fs
@@ -105,6 +107,13 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer, log *s
 	}
 	if f.runID == "" {
 		f.runID = runner.NewRunID()
+	}
+	if f.slurm.on {
+		if f.shard != "" {
+			fmt.Fprintln(stderr, "harness run: --slurm and --shard: the Slurm engine gives each shard its --shard")
+			return exitUsage
+		}
+		return runSlurm(ctx, f, fs, e, expPath, stdout, stderr)
 	}
 	if f.shard != "" {
 		if msg := f.shardRun(e); msg != "" {

@@ -82,6 +82,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return cmdTrend(args[1:], stdout, stderr)
 	case "serve":
 		return cmdServe(ctx, args[1:], stdout, stderr, log)
+	case "slurm":
+		return cmdSlurm(ctx, args[1:], stdout, stderr)
 	case "merge":
 		return cmdMerge(args[1:], stdout, stderr)
 	case "-h", "--help", "help":
@@ -106,6 +108,8 @@ func usage(w io.Writer) {
   harness index [--results DIR]         rebuild the results database from the results directories
   harness trend [--db FILE] [--job J]   each figure of the latest night against the previous nights; exit 1 on a regression
   harness serve [flags]                 the results browser on loopback: campaigns, runs, figures across nights (harness serve -h)
+  harness campaign submit --slurm FILE  submit a campaign's sharded runs to Slurm, and an index job after them
+  harness slurm status DIR              jobs of a Slurm submission (run --slurm, campaign submit), from squeue/scontrol
   harness merge [-o DIR] SHARD_DIR...   one results directory from a run's shards (harness run --shard), analysed
 `)
 }

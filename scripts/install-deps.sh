@@ -19,6 +19,12 @@ command -v etcd >/dev/null 2>&1 || need+=(etcd-server)
 command -v etcdctl >/dev/null 2>&1 || need+=(etcd-client)
 # Debian's Chromium: harness/serve's browser tests drive it headless.
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
+# A multi-node Slurm cluster in namespaces (harness/slurmcluster) and the
+# Slurm engine (harness run --slurm): Debian's Slurm 22.05 and munge.
+command -v slurmctld >/dev/null 2>&1 || need+=(slurmctld)
+command -v slurmd >/dev/null 2>&1 || need+=(slurmd)
+command -v sbatch >/dev/null 2>&1 || need+=(slurm-client)
+command -v munged >/dev/null 2>&1 || need+=(munge)
 
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then

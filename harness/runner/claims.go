@@ -46,6 +46,10 @@ type Entry struct {
 	// backend's ports are there: containers). A namespace takes its links
 	// with it; these would outlive a killed run.
 	Devices []string `json:"devices,omitempty"`
+	// Dirs are directories the run made outside its results directory
+	// (the state, spool and munge key of an in-namespace Slurm cluster):
+	// each absolute, its last element holding the run ID.
+	Dirs []string `json:"dirs,omitempty"`
 }
 
 // Alive reports whether the harness that made the entry still runs.
@@ -147,6 +151,28 @@ func (c *Claim) AddDevices(names ...string) error {
 	defer c.mu.Unlock()
 	c.e.Devices = append(c.e.Devices, names...)
 	return c.write()
+}
+
+// AddDirs records directories the run is about to create. Each must be
+// absolute and name the run in its last element, so that harness clean
+// never removes a directory that is not the run's.
+func (c *Claim) AddDirs(dirs ...string) error {
+	for _, d := range dirs {
+		if err := ownDir(c.e.RunID, d); err != nil {
+			return err
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.e.Dirs = append(c.e.Dirs, dirs...)
+	return c.write()
+}
+
+func ownDir(runID, d string) error {
+	if !filepath.IsAbs(d) || filepath.Clean(d) != d || !strings.Contains(filepath.Base(d), runID) {
+		return fmt.Errorf("directory %q: want an absolute, clean path whose last element holds the run ID %s", d, runID)
+	}
+	return nil
 }
 
 // Release removes the entry: the run is over and left nothing. Only the
@@ -285,6 +311,19 @@ func CleanDead(e Entry, say func(string)) error {
 		if gone {
 			say("removed device " + d)
 		}
+	}
+	for _, d := range e.Dirs {
+		if ownDir(e.RunID, d) != nil {
+			continue // an entry edited by hand: not provably the run's
+		}
+		if _, serr := os.Lstat(d); serr != nil {
+			continue
+		}
+		if rerr := os.RemoveAll(d); rerr != nil {
+			err = errors.Join(err, rerr)
+			continue
+		}
+		say("removed directory " + d)
 	}
 	dirs, _ := filepath.Glob(keyDirPattern(e.RunID))
 	for _, d := range dirs {

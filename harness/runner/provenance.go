@@ -14,7 +14,8 @@ import (
 // Provenance is provenance for records other than a run's (a swarm's).
 func Provenance(info *results.RunInfo) error { return provenance(info) }
 
-// GitRevision is the harness's revision as run.json records it.
+// GitRevision is the harness's revision as run.json records it
+// (internal/revision), which a shard's shard.json carries too.
 func GitRevision() string { return revision.Current().String() }
 
 // provenance fills what run.json records about where and from what the

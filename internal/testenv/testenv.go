@@ -102,3 +102,18 @@ func RequireUML(t testing.TB) {
 		t.Fatalf("User Mode Linux is installed but a guest does not boot: %v", err)
 	}
 }
+
+// RequireSlurm skips t unless RequireRoot passes and Slurm and munge are
+// installed (slurmctld, slurmd, the client commands, munged): the tests
+// that start a Slurm cluster in namespaces. `make deps` installs them, so
+// on a set-up machine these tests run.
+func RequireSlurm(t testing.TB, why string) {
+	t.Helper()
+	RequireRoot(t, why)
+	for _, b := range []string{"munged", "slurmctld", "slurmd", "sbatch", "squeue", "scontrol", "sinfo"} {
+		if _, err := exec.LookPath(b); err != nil {
+			fmt.Fprintf(os.Stderr, "testenv: SKIPPING %s: %s not installed (scripts/install-deps.sh installs slurmctld, slurmd, slurm-client, munge)\n", t.Name(), b)
+			t.Skipf("SKIP: %s not installed, %s: run scripts/install-deps.sh", b, why)
+		}
+	}
+}

@@ -478,6 +478,9 @@ func deleteNamed(name string) error {
 	return os.Remove(path)
 }
 
+// KillIn kills every process in the network namespace bound at path.
+func KillIn(path string) { killIn(path) }
+
 // killIn kills every process whose network namespace is the one bound at
 // path (agents left by a harness killed before its parent-death signal
 // could act, e.g. a frozen harness).

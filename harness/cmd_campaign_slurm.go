@@ -1,0 +1,146 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"tokenbed/experiments"
+	"tokenbed/experiments/campaign"
+	"tokenbed/harness/backend"
+	hcampaign "tokenbed/harness/campaign"
+	"tokenbed/harness/runner"
+	"tokenbed/harness/sim"
+	"tokenbed/harness/slurm"
+	"tokenbed/internal/cli"
+)
+
+// cmdCampaignSubmit is harness campaign submit --slurm FILE: each job
+// that is one sharded run becomes a job array and a merge; an index job
+// runs after every merge. The jobs the engine does not shard stay on the
+// submit host (harness campaign run runs them), each named with why.
+func cmdCampaignSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("harness campaign submit", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	on := fs.Bool("slurm", false, "submit to Slurm (the only engine)")
+	root := fs.String("results", "results", "results root every node sees (a shared filesystem)")
+	maxShards := fs.Int("shards", 0, "at most this many shards per job (default: one per replica)")
+	partition := fs.String("partition", "", "the Slurm partition (default: the cluster's default)")
+	account := fs.String("account", "", "the Slurm account (default: the user's default)")
+	agent := fs.String("agent", agentBinary(), "agent binary every node runs, for the jobs on real backends")
+	id := fs.String("id", "", "campaign ID (default: c and the submit time, UTC)")
+	if code, stop := cli.Parse(fs, args, stdout); stop {
+		return code
+	}
+	if !*on || fs.NArg() != 1 {
+		fmt.Fprintln(stderr, "usage: harness campaign submit --slurm [flags] CAMPAIGN.yaml")
+		return exitUsage
+	}
+	c, err := campaign.Load(fs.Arg(0), campaign.Options{Studies: hcampaign.IsStudy, Known: hcampaign.Studies(), Backends: backend.Names()})
+	if err != nil {
+		fmt.Fprintln(stderr, "harness campaign submit: campaign:")
+		fmt.Fprintln(stderr, err)
+		return exitUsage
+	}
+	if *id == "" {
+		*id = "c" + time.Now().UTC().Format("20060102T150405Z")
+	}
+	if !validCampaignID(*id) {
+		fmt.Fprintf(stderr, "harness campaign submit: --id %q: letters, digits, '-', '_' and '.' only\n", *id)
+		return exitUsage
+	}
+	exe, err := os.Executable()
+	if err == nil {
+		exe, err = filepath.EvalSymlinks(exe)
+	}
+	absRoot, aerr := filepath.Abs(*root)
+	absAgent, gerr := filepath.Abs(*agent)
+	if err = firstErr(err, aerr, gerr); err != nil {
+		fmt.Fprintln(stderr, "harness campaign submit:", err)
+		return exitUsage
+	}
+	var jobs []slurm.Job
+	for _, j := range c.Jobs {
+		sj, why := slurmJob(j, *maxShards, absAgent)
+		if why != "" {
+			fmt.Fprintf(stdout, "stays on the submit host: %-24s %s\n", j.Name, why)
+			continue
+		}
+		jobs = append(jobs, sj)
+	}
+	site := slurm.Site{Harness: exe, Results: absRoot, Partition: *partition, Account: *account}
+	plan, err := slurm.CampaignPlan(jobs, site)
+	if err != nil {
+		fmt.Fprintln(stderr, "harness campaign submit:", err)
+		return exitUsage
+	}
+	dir := filepath.Join(absRoot, "slurm", *id)
+	if !submitSaying(ctx, "harness campaign submit", dir, site, plan, stdout, stderr) {
+		return exitRunError
+	}
+	fmt.Fprintf(stdout, "campaign %s: state: harness campaign status %s\n", *id, dir)
+	return exitOK
+}
+
+// slurmJob is campaign job j as one sharded run, or why it is not one.
+func slurmJob(j campaign.Job, maxShards int, agent string) (slurm.Job, string) {
+	switch {
+	case j.Kind() == campaign.KindStudy:
+		return slurm.Job{}, "a study (its own runs, not one sharded run)"
+	case j.Swarm > 0:
+		return slurm.Job{}, "a swarm (harness swarm --shard is not submitted yet)"
+	case len(j.Seeds) > 0:
+		return slurm.Job{}, "one run per seed (not mapped onto arrays yet)"
+	case len(j.Overrides) > 0:
+		return slurm.Job{}, "overrides (the overridden experiment is written by campaign run)"
+	case j.Backend == "container":
+		return slurm.Job{}, "containers (every node would need the image)"
+	}
+	exp, err := filepath.Abs(j.Experiment)
+	if err != nil {
+		return slurm.Job{}, err.Error()
+	}
+	e, err := experiments.Load(exp)
+	if err != nil {
+		return slurm.Job{}, "experiment: " + err.Error()
+	}
+	b := j.Backend
+	if b == "" {
+		b = "netns"
+	}
+	replicas := e.Replicas
+	if b == sim.Name {
+		replicas = 1 // as harness run --backend sim: one continuous replica
+	}
+	if j.Replicas > 0 {
+		replicas = j.Replicas
+	}
+	args := []string{"--backend", b}
+	if b != sim.Name {
+		args = append(args, "--agent", agent)
+	}
+	if j.Replicas > 0 {
+		args = append(args, "--replicas", fmt.Sprint(j.Replicas))
+	}
+	if j.Duration > 0 {
+		args = append(args, "--duration", j.Duration.String())
+	}
+	shards := replicas
+	if maxShards > 0 && shards > maxShards {
+		shards = maxShards
+	}
+	return slurm.Job{Name: j.Name, RunID: runner.NewRunID(), Experiment: exp, Shards: shards, RunArgs: args}, ""
+}
+
+func firstErr(errs ...error) error {
+	for _, e := range errs {
+		if e != nil {
+			return e
+		}
+	}
+	return nil
+}

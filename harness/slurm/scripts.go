@@ -1,0 +1,233 @@
+// Package slurm is the Slurm engine: it turns a sharded run (or a
+// campaign's sharded jobs) into sbatch scripts, submits them with their
+// dependencies, and reads the jobs' states back with squeue and scontrol.
+//
+// A sharded run is two jobs:
+//
+//	NAME-shards  a job array of N tasks, --requeue: task T runs
+//	             harness run --run-id RUNID --shard T+1/N, writing its
+//	             shard directory under RESULTS/shards/RUNID/T+1/; a node that
+//	             dies mid-shard costs that shard only, run again elsewhere
+//	NAME-merge   --dependency=afterany:ARRAY: runs once every task has
+//	             ended, however, so that a shard that failed for good is
+//	             named by harness merge (its replicas not judged), never
+//	             waited for; the merged run is RESULTS/RUNID
+//
+// A campaign adds one last job, afterany on every merge, that indexes the
+// night into the results database (harness index).
+//
+// The engine writes text and runs client commands; Slurm does the
+// scheduling. Results go to a directory every node sees: a shared
+// filesystem on a real cluster.
+package slurm
+
+import (
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"text/template"
+)
+
+// Job is one sharded run.
+type Job struct {
+	Name       string   // job name stem: letters, digits, - _ .
+	RunID      string   // the run's ID; each shard's is derived from it
+	Experiment string   // experiment file, absolute
+	Shards     int      // array size
+	RunArgs    []string // further harness run flags (e.g. --backend sim)
+}
+
+// Site is where and as whom the jobs run.
+type Site struct {
+	Harness   string // the harness binary every node runs, absolute
+	Results   string // shared results root, absolute
+	Partition string // "" for the cluster's default
+	Account   string // "" for the user's default
+}
+
+// Script is one sbatch script.
+type Script struct {
+	Name string // file name stem and Slurm job name
+	Kind string // "array", "merge", "index"
+	Text string
+	// Tasks is an array's task count (0 for a single job): status
+	// expects each, so that a task Slurm no longer reports is not
+	// silently dropped.
+	Tasks int
+	// After are the indices, in the plan, of the scripts this one runs
+	// after (afterany).
+	After []int
+}
+
+var namePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
+
+func (s Site) check() error {
+	if !filepath.IsAbs(s.Harness) {
+		return fmt.Errorf("harness binary %q: want an absolute path every node can run", s.Harness)
+	}
+	if !filepath.IsAbs(s.Results) {
+		return fmt.Errorf("results directory %q: want an absolute path every node sees", s.Results)
+	}
+	// #SBATCH lines are not shell: sbatch's own parser reads them, so
+	// the paths in them are kept to characters that need no quoting.
+	for what, v := range map[string]string{"harness binary": s.Harness, "results directory": s.Results} {
+		if quote(v) != v {
+			return fmt.Errorf("%s %q: want a path of letters, digits and / . _ - (it goes into #SBATCH lines)", what, v)
+		}
+	}
+	for what, v := range map[string]string{"partition": s.Partition, "account": s.Account} {
+		if v != "" && !namePattern.MatchString(v) {
+			return fmt.Errorf("%s %q: want letters, digits, '.', '_' or '-'", what, v)
+		}
+	}
+	return nil
+}
+
+func (j Job) check() error {
+	if !namePattern.MatchString(j.Name) {
+		return fmt.Errorf("job name %q: want letters, digits, '.', '_' or '-'", j.Name)
+	}
+	if j.Shards < 1 || j.Shards > 10000 {
+		return fmt.Errorf("job %s: %d shards: want 1 to 10000", j.Name, j.Shards)
+	}
+	if !filepath.IsAbs(j.Experiment) {
+		return fmt.Errorf("job %s: experiment %q: want an absolute path every node sees", j.Name, j.Experiment)
+	}
+	if j.RunID == "" {
+		return fmt.Errorf("job %s: no run ID", j.Name)
+	}
+	return nil
+}
+
+var scripts = template.Must(template.New("").Funcs(template.FuncMap{"q": quote, "qs": quoteAll}).Parse(`
+{{define "head"}}#!/bin/sh
+#SBATCH --job-name={{.Name}}
+#SBATCH --output={{q .Log}}
+#SBATCH --chdir={{q .Site.Results}}
+{{if .Site.Partition}}#SBATCH --partition={{.Site.Partition}}
+{{end}}{{if .Site.Account}}#SBATCH --account={{.Site.Account}}
+{{end}}{{end}}
+{{define "array"}}{{template "head" .}}#SBATCH --array=0-{{.Last}}
+#SBATCH --requeue
+#SBATCH --ntasks=1
+# Shard K of N is task K-1. A requeued task starts again from nothing:
+# its earlier, partial shard directory goes first. The run's verdict is
+# the merged one, so a shard is not analysed on its own: the task fails
+# only when the shard could not run.
+set -eu
+shard=$((SLURM_ARRAY_TASK_ID + 1))
+dir={{q .ShardRoot}}/$shard
+rm -rf "$dir"
+mkdir -p "$dir"
+exec {{q .Site.Harness}} run --run-id {{.Job.RunID}} --shard "$shard/{{.Job.Shards}}" --results "$dir" --no-analyze{{qs .Job.RunArgs}} {{q .Job.Experiment}}
+{{end}}
+{{define "merge"}}{{template "head" .}}#SBATCH --ntasks=1
+# Runs after every shard has ended, whether it succeeded or not: harness
+# merge names the shards that are missing, and their replicas are not
+# judged.
+set -eu
+exec {{q .Site.Harness}} merge -o {{q .Merged}} {{q .ShardRoot}}/*/*
+{{end}}
+{{define "index"}}{{template "head" .}}#SBATCH --ntasks=1
+# The campaign's last job: after every merge, index the night's results.
+set -eu
+exec {{q .Site.Harness}} index --results {{q .Site.Results}}
+{{end}}`))
+
+type scriptData struct {
+	Name, Log, ShardRoot string
+	Merged               string // the merged run's directory: RESULTS/RUNID
+	Last                 int
+	Site                 Site
+	Job                  Job
+}
+
+// RunPlan is the scripts of one sharded run: its array and its merge.
+func RunPlan(j Job, s Site) ([]Script, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	if err := j.check(); err != nil {
+		return nil, err
+	}
+	return appendJob(nil, j, s)
+}
+
+// CampaignPlan is the scripts of a campaign's sharded jobs, then one
+// index job after every merge.
+func CampaignPlan(jobs []Job, s Site) ([]Script, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	var out []Script
+	var merges []int
+	seen := map[string]bool{}
+	for _, j := range jobs {
+		if err := j.check(); err != nil {
+			return nil, err
+		}
+		if seen[j.Name] {
+			return nil, fmt.Errorf("job name %s twice in the campaign", j.Name)
+		}
+		seen[j.Name] = true
+		var err error
+		if out, err = appendJob(out, j, s); err != nil {
+			return nil, err
+		}
+		merges = append(merges, len(out)-1)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("a campaign with no job")
+	}
+	d := scriptData{Name: "index", Log: filepath.Join(s.Results, "slurm", "index.out"), Site: s}
+	text, err := render("index", d)
+	if err != nil {
+		return nil, err
+	}
+	return append(out, Script{Name: "index", Kind: "index", Text: text, After: merges}), nil
+}
+
+func appendJob(out []Script, j Job, s Site) ([]Script, error) {
+	d := scriptData{Site: s, Job: j, Last: j.Shards - 1, ShardRoot: filepath.Join(s.Results, "shards", j.RunID),
+		Merged: filepath.Join(s.Results, j.RunID)}
+	d.Name, d.Log = j.Name+"-shards", filepath.Join(s.Results, "slurm", j.Name+"-shard-%a.out")
+	arr, err := render("array", d)
+	if err != nil {
+		return nil, err
+	}
+	d.Name, d.Log = j.Name+"-merge", filepath.Join(s.Results, "slurm", j.Name+"-merge.out")
+	merge, err := render("merge", d)
+	if err != nil {
+		return nil, err
+	}
+	a := len(out)
+	return append(out, Script{Name: j.Name + "-shards", Kind: "array", Text: arr, Tasks: j.Shards},
+		Script{Name: j.Name + "-merge", Kind: "merge", Text: merge, After: []int{a}}), nil
+}
+
+func render(name string, d scriptData) (string, error) {
+	var b strings.Builder
+	if err := scripts.ExecuteTemplate(&b, name, d); err != nil {
+		return "", err
+	}
+	return b.String(), nil
+}
+
+// quote makes s one shell word: bare when it holds only safe characters,
+// single-quoted otherwise.
+func quote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._-=:,+@%") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// quoteAll is each of args quoted, each after a space.
+func quoteAll(args []string) string {
+	var b strings.Builder
+	for _, a := range args {
+		b.WriteString(" " + quote(a))
+	}
+	return b.String()
+}
