@@ -88,7 +88,7 @@ func scenarios() []Scenario {
 		s = append(s, Scenario{Name: realScenario(n), Role: "wandering", Section: sec003, N: n,
 			Span: 100 * k * time.Second, Seed: uint64(n), LossEvery: 50 * k * time.Second})
 	}
-	return s
+	return append(s, scenarios004()...)
 }
 
 // realN: the agents of experiments/wandering-real-N.yaml.
@@ -180,7 +180,9 @@ func main() {
 			if s.Transients > 0 {
 				// At most 10^5 time units per transient: a system that
 				// does not settle ends the run instead of spinning.
-				s.Transients = *transients
+				if strings.HasPrefix(s.Name, "t5") { // Fig. 1's runs keep their one loss
+					s.Transients = *transients
+				}
 				s.Span = time.Duration(s.Transients) * 100 * k * time.Second
 			}
 			s.WallLimit = *wallLimit

@@ -41,6 +41,13 @@ type Scenario struct {
 	// manifest.json's cut_short set. The events up to the cut do not
 	// depend on it; where the cut falls does.
 	WallLimit time.Duration
+	// Profile is the netem profile of every direction ("": Profile);
+	// Passing the agents' passing section (flow YAML, "": the default
+	// 4-way exchange); Drift, when > 0, gives each agent a clock drift
+	// drawn uniformly in [−Drift, Drift] from the seed (scenarios004.go).
+	Profile string
+	Passing string
+	Drift   float64
 }
 
 // Profile of every direction: the paper neglects the passing's duration
@@ -53,14 +60,18 @@ const Profile = "delay 1ms"
 // run` writes.
 func (s Scenario) experimentYAML() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "name: %s\nseed: %d\nduration: %ds\ndefaults:\n  role: %s\n  profile: %q\n  agent:\n    %s: %s\nagents:\n",
-		s.Name, s.Seed, int64(s.Span.Seconds()), s.Role, Profile, s.Role, s.Section)
+	fmt.Fprintf(&b, "name: %s\nseed: %d\nduration: %ds\ndefaults:\n  role: %s\n  profile: %q\n  agent:\n    %s: %s\n",
+		s.Name, s.Seed, int64(s.Span.Seconds()), s.Role, s.profile(), s.Role, s.Section)
+	if s.Passing != "" {
+		fmt.Fprintf(&b, "    passing: %s\n", s.Passing)
+	}
+	b.WriteString("agents:\n")
 	for i := range s.N {
 		gen := ""
 		if i == 0 {
 			gen = ", generate: true"
 		}
-		fmt.Fprintf(&b, "  - {name: %s%s}\n", agentName(i), gen)
+		fmt.Fprintf(&b, "  - {name: %s%s%s}\n", agentName(i), gen, s.clockYAML(i))
 	}
 	return b.String()
 }
@@ -86,7 +97,7 @@ func Simulate(s Scenario, dir string, progress func(string)) (*wandering.Manifes
 	if err != nil {
 		return nil, err
 	}
-	prof, err := netem.Parse(Profile)
+	prof, err := netem.Parse(s.profile())
 	if err != nil {
 		return nil, err
 	}
@@ -105,7 +116,8 @@ func Simulate(s Scenario, dir string, progress func(string)) (*wandering.Manifes
 		}
 	}
 	x.m = &wandering.Manifest{Scenario: s.Name, Role: s.Role, Section: s.Section, N: s.N, Seed: s.Seed,
-		SpanS: s.Span.Seconds(), Epoch: sim.Epoch, Profile: Profile, LossEveryS: s.LossEvery.Seconds()}
+		SpanS: s.Span.Seconds(), Epoch: sim.Epoch, Profile: s.profile(), LossEveryS: s.LossEvery.Seconds(),
+		Passing: s.Passing, Drift: s.Drift, KLoad: s.kload()}
 	x.index = map[string]int{}
 	for i, p := range procs {
 		x.index[p.Instance] = i
