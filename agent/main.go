@@ -335,7 +335,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "agent: operation:", err)
 		return exitUsage
 	}
-	d := &driver.Driver{Node: n, T: tr, Log: log, Op: op}
+	d := &driver.Driver{Node: n, T: tr, Log: log, Op: op, Clock: r.Clock}
 	runErr := d.Run(ctx)
 	reason := "signal"
 	code := exitOK

@@ -22,6 +22,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"tokenbed/agent/clock"
 
 	"tokenbed/agent/wire"
 	"tokenbed/internal/strictyaml"
@@ -61,6 +62,31 @@ type Defaults struct {
 	// sections), kept undecoded here.
 	Agent   strictyaml.Node `yaml:"agent"`
 	Profile string          `yaml:"profile"`
+	// Clock is every agent's local clock against the reference (an agent's
+	// own clock field overrides it field by field).
+	Clock ClockSpec `yaml:"clock"`
+}
+
+// ClockSpec is an agent's clock as written: offset (paper time, may be
+// negative) and drift (a rate: 1e-4 is 100 ppm fast); unset fields come
+// from defaults.clock, then 0 (agent/clock).
+type ClockSpec struct {
+	Offset *time.Duration `yaml:"offset"`
+	Drift  *float64       `yaml:"drift"`
+}
+
+// over is c with the fields it leaves unset taken from d.
+func (c ClockSpec) over(d ClockSpec) clock.Skew {
+	var s clock.Skew
+	for _, x := range []ClockSpec{d, c} {
+		if x.Offset != nil {
+			s.Offset = *x.Offset
+		}
+		if x.Drift != nil {
+			s.Drift = *x.Drift
+		}
+	}
+	return s
 }
 
 // AgentSpec is one agent.
@@ -74,6 +100,8 @@ type AgentSpec struct {
 	// Config is the agent's own configuration, over defaults.agent; the
 	// protocol decodes it.
 	Config strictyaml.Node `yaml:"config"`
+	// Clock is the agent's local clock, over defaults.clock.
+	Clock ClockSpec `yaml:"clock"`
 }
 
 // LinkSpec sets the profiles between two agents.
@@ -161,6 +189,10 @@ type Agent struct {
 	// key (strictyaml.Merge), undecoded: the protocol plug-in decodes it,
 	// and its errors name the file and line of each value.
 	Config strictyaml.Node
+	// Clock is the agent's local clock (agent/clock): defaults.clock
+	// overridden by the agent's clock, field by field. The protocol
+	// writes it into the agent's configuration (clock:).
+	Clock clock.Skew
 }
 
 // Direction is one direction of a link with its profile.

@@ -98,6 +98,9 @@ func (rv *resolver) agents() {
 	if len(f.Agents) < 2 {
 		yf.Errorf("$.agents", "need at least two agents, got %d", len(f.Agents))
 	}
+	if field, msg := (ClockSpec{}).over(f.Defaults.Clock).Problem(); field != "" {
+		yf.Errorf("$.defaults.clock."+field, "%s", msg)
+	}
 	for i, a := range f.Agents {
 		path := fmt.Sprintf("$.agents[%d]", i)
 		if msg := nameProblem(a.Name, e.Targets); msg != "" {
@@ -107,7 +110,10 @@ func (rv *resolver) agents() {
 		}
 		names[a.Name] = i
 		ag := Agent{Name: a.Name, Role: a.Role, Generate: a.Generate, Later: a.Later,
-			Config: strictyaml.Merge(f.Defaults.Agent, a.Config)}
+			Config: strictyaml.Merge(f.Defaults.Agent, a.Config), Clock: a.Clock.over(f.Defaults.Clock)}
+		if field, msg := ag.Clock.Problem(); field != "" && a.Clock.Drift != nil {
+			yf.Errorf(path+".clock."+field, "%s", msg) // the defaults' own is reported once, above
+		}
 		if ag.Role == "" {
 			ag.Role = f.Defaults.Role
 		}

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"tokenbed/agent/clock"
 
 	"github.com/goccy/go-yaml"
 
@@ -95,6 +96,11 @@ type Config struct {
 	// MaxClockSkew bounds the difference between members' wall clocks,
 	// in real time even when time is compressed (agent/node, "Restarts").
 	MaxClockSkew time.Duration `yaml:"max_clock_skew"`
+	// Clock is the agent's local clock against the reference (agent/clock):
+	// an offset, in paper time like the policies' durations, and a drift
+	// rate. The protocol machines read that clock; the log keeps the
+	// reference time (and the local reading in local_ns).
+	Clock clock.Skew `yaml:"clock,omitempty"`
 	// Operation is the protected operation run between the node's
 	// op_started and op_finished (agent/resource): {kind: hold}, the
 	// default, or {kind: resource, server: IP:PORT}.
@@ -220,6 +226,7 @@ type Resolved struct {
 	Join             string
 	DropRate         float64
 	MaxClockSkew     time.Duration // real time, not divided by the time scales
+	Clock            clock.Skew    // offset divided by the time scale
 	DirectoryTTL     time.Duration
 	Operation        resource.Config
 	Passing          passing.Config
@@ -302,6 +309,9 @@ func (c *Config) Validate() (*Resolved, error) {
 		c.errorf("$.max_clock_skew", "%v: want 0 (default %v) up to %v", c.MaxClockSkew, node.DefaultMaxClockSkew, node.MaxMaxClockSkew)
 	}
 	r.MaxClockSkew = c.MaxClockSkew
+	if f, msg := c.Clock.Problem(); f != "" {
+		c.errorf("$.clock."+f, "%s", msg)
+	}
 	if err := c.Operation.Validate(); err != nil {
 		c.errorf("$.operation", "%v", err)
 	}
@@ -376,5 +386,6 @@ func (c *Config) Validate() (*Resolved, error) {
 	r.Passing = pc.Scaled(kn)
 	div := func(d time.Duration) time.Duration { return time.Duration(float64(d) / k) }
 	r.DirectoryTTL = div(c.DirectoryTTL)
+	r.Clock = c.Clock.Scaled(k)
 	return r, nil
 }

@@ -167,3 +167,24 @@ func TestMaxClockSkewIsRealTime(t *testing.T) {
 		}
 	}
 }
+
+// clock: the offset is paper time, divided by time_scale like the
+// policies' durations; the drift is a rate and stays; a drift out of
+// range is an error at its line naming clock.drift.
+func TestClock(t *testing.T) {
+	base := "name: A\nlisten: 10.0.0.1:7400\nca: ca.crt\ncredentials: .\ntime_scale: 100\n"
+	c, err := Load(write(t, base+"clock: {offset: -1.5s, drift: 1e-4}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err := c.Validate(); err != nil || r.Clock.Offset != -15*time.Millisecond || r.Clock.Drift != 1e-4 {
+		t.Errorf("clock {-1.5s, 1e-4} at time_scale 100: %+v %v, want {-15ms, 1e-4}", r, err)
+	}
+	c, err = Load(write(t, base+"clock:\n  offset: 1s\n  drift: -0.2\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Validate(); err == nil || !strings.Contains(err.Error(), ":8:10: clock.drift: -0.2: want |drift| < 0.1") {
+		t.Errorf("drift -0.2: %v", err)
+	}
+}

@@ -8,6 +8,7 @@ import (
 
 	"tokenbed/agent/ca"
 	"tokenbed/agent/circulation"
+	"tokenbed/agent/clock"
 	"tokenbed/agent/eventlog"
 	"tokenbed/agent/node"
 )
@@ -47,6 +48,9 @@ func (r *Resolved) Node(cred *ca.Credentials, shared *ca.Verified, now time.Time
 // settings (fault: the configured deliberate fault, "" for none).
 func (r *Resolved) Started(fault string, dropRate float64) eventlog.Event {
 	detail := fmt.Sprintf("passing=%+v policy=%s %s=%+v drop_rate=%v", r.Passing, r.Role, r.Role, r.Policy, dropRate)
+	if r.Clock != (clock.Skew{}) {
+		detail += fmt.Sprintf(" clock={offset:%v drift:%v}", r.Clock.Offset, r.Clock.Drift)
+	}
 	if fault != "" {
 		detail = "FAULT " + fault + " (a deliberately broken agent); " + detail
 	}

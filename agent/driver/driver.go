@@ -21,6 +21,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"tokenbed/agent/clock"
 	"tokenbed/agent/eventlog"
 	"tokenbed/agent/node"
 	"tokenbed/agent/resource"
@@ -105,8 +106,11 @@ type Driver struct {
 	Node *node.Node
 	T    Transport
 	Log  *eventlog.Writer
-	// Now is the clock; nil means time.Now.
+	// Now is the reference clock, stamped on the log; nil means time.Now.
 	Now func() time.Time
+	// Clock is the agent's own clock against Now (agent/clock), anchored
+	// at Run's start: what the node reads. The zero Skew is Now itself.
+	Clock clock.Skew
 	// OnReady, if set, sees every batch after it is carried out (tests).
 	OnReady func(node.Ready)
 	// Rejections bounds the log lines of rejected datagrams (a flood);
@@ -138,10 +142,12 @@ func (d *Driver) Run(ctx context.Context) error {
 	// call of tens of microseconds. The events of a step are stamped with
 	// the step's time, read before the node saw its input: a receiver's
 	// stamp is therefore always after the sender's stamp of the datagram
-	// that caused it.
+	// that caused it. t is that reference time, which the log and the
+	// socket's deadlines use; the node reads the agent's own clock at t.
 	t := now()
-	d.Node.Start(t)
-	if err := d.flush(t); err != nil {
+	clk := d.Clock.At(t)
+	d.Node.Start(clk.Local(t))
+	if err := d.flush(t, clk); err != nil {
 		return err
 	}
 	buf := make([]byte, wire.MaxSize+1)
@@ -149,12 +155,15 @@ func (d *Driver) Run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			t = now()
 			d.Node.Stop(context.Cause(ctx).Error())
-			if err := d.flush(t); err != nil {
+			if err := d.flush(t, clk); err != nil {
 				return err
 			}
 			return d.Log.WriteAt(t, d.Rejections.Final()...)
 		}
 		dl, ok := d.Node.Deadline()
+		if ok {
+			dl = clk.Ref(dl)
+		}
 		// A pending rejections summary is a timer of the driver's own.
 		if sd, sok := d.Rejections.Due(); sok && (!ok || sd.Before(dl)) {
 			dl, ok = sd, true
@@ -163,7 +172,7 @@ func (d *Driver) Run(ctx context.Context) error {
 			dl = time.Time{} // no timer: block until a datagram or cancellation
 		}
 		if t = now(); ok && !t.Before(dl) {
-			d.tick(t)
+			d.tick(clk.Local(t))
 		} else {
 			if err := d.T.SetReadDeadline(dl); err != nil {
 				return err
@@ -172,37 +181,39 @@ func (d *Driver) Run(ctx context.Context) error {
 			t = now()
 			switch {
 			case err == nil:
-				d.Node.Receive(t, from, buf[:n])
+				d.Node.Receive(clk.Local(t), from, buf[:n])
 			case errors.Is(err, os.ErrDeadlineExceeded):
 				if ctx.Err() != nil {
 					continue
 				}
-				d.tick(t)
+				d.tick(clk.Local(t))
 			default:
 				return err
 			}
 		}
-		if err := d.flush(t); err != nil {
+		if err := d.flush(t, clk); err != nil {
 			return err
 		}
-		d.Node.Prepare(t)
+		d.Node.Prepare(clk.Local(t))
 	}
 }
 
-// tick runs the node's timers if they are due (the deadline may have
-// been the rejections summary's).
-func (d *Driver) tick(t time.Time) {
-	if nd, ok := d.Node.Deadline(); ok && !t.Before(nd) {
-		d.Node.Tick(t)
+// tick runs the node's timers if they are due at local time lt (the
+// deadline may have been the rejections summary's).
+func (d *Driver) tick(lt time.Time) {
+	if nd, ok := d.Node.Deadline(); ok && !lt.Before(nd) {
+		d.Node.Tick(lt)
 	}
 }
 
 // flush logs, then sends. A failed send is logged, not fatal: UDP may
 // refuse a datagram (ICMP unreachable from an earlier send) and the
 // protocol's retries cover it.
-func (d *Driver) flush(t time.Time) error {
+func (d *Driver) flush(t time.Time, clk clock.Clock) error {
 	r := d.Node.Ready()
-	if err := d.Log.WriteAt(t, d.Rejections.Filter(t, r.Events)...); err != nil {
+	evs := d.Rejections.Filter(t, r.Events)
+	eventlog.SetLocal(evs, t, clk.Local(t))
+	if err := d.Log.WriteAt(t, evs...); err != nil {
 		return err
 	}
 	d.operate(r.Events)

@@ -45,7 +45,7 @@ func decodeFast(b []byte) (e Event, ok bool) {
 			s, i, err = fastString(b, i)
 		case "seq", "session", "nonce", "seed":
 			u, i, err = fastUint(b, i)
-		case "mono_ns", "wall_ns", "latency_ns", "return_ns", "attempt", "version":
+		case "mono_ns", "wall_ns", "latency_ns", "return_ns", "local_ns", "attempt", "version":
 			n, i, err = fastInt(b, i)
 		case "cert":
 			switch {
@@ -99,6 +99,8 @@ func decodeFast(b []byte) (e Event, ok bool) {
 			e.LatencyNS = n
 		case "return_ns":
 			e.ReturnNS = n
+		case "local_ns":
+			e.LocalNS = n
 		case "attempt":
 			e.Attempt = int(n)
 		case "version":

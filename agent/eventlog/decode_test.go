@@ -39,7 +39,7 @@ func randomEvent(r *rand.Rand) Event {
 	e := Event{Agent: randomString(r), Seq: r.Uint64() >> r.IntN(64), MonoNS: r.Int64() - r.Int64(), WallNS: r.Int64(),
 		Kind: kinds[r.IntN(len(kinds))], Token: randomString(r), Session: r.Uint64() >> r.IntN(64), Peer: randomString(r),
 		Addr: randomString(r), Reason: randomString(r), Attempt: r.IntN(5) - 1, Cert: r.IntN(2) == 0, Nonce: r.Uint64() >> r.IntN(64),
-		LatencyNS: r.Int64() >> r.IntN(63), ReturnNS: r.Int64N(3) - 1, Seed: r.Uint64() >> r.IntN(64), Version: r.IntN(3),
+		LatencyNS: r.Int64() >> r.IntN(63), ReturnNS: r.Int64N(3) - 1, LocalNS: r.Int64() >> r.IntN(64), Seed: r.Uint64() >> r.IntN(64), Version: r.IntN(3),
 		Link: randomString(r), Profile: randomString(r), Detail: randomString(r)}
 	if r.IntN(8) == 0 {
 		e.TimeScale = 1000

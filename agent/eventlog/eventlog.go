@@ -151,6 +151,11 @@ type Event struct {
 
 	LatencyNS int64 `json:"latency_ns,omitempty"` // pass_completed
 	ReturnNS  int64 `json:"return_ns,omitempty"`  // token_acquired
+	// LocalNS is the agent's own clock reading (ns since the Unix epoch)
+	// at the step that logged the event, when its clock is not the
+	// reference (a clock offset or drift, agent/clock): what its rules
+	// read, while MonoNS and WallNS stay the reference time. SetLocal.
+	LocalNS int64 `json:"local_ns,omitempty"`
 
 	Role      string  `json:"role,omitempty"`
 	Seed      uint64  `json:"seed,omitempty"`
@@ -251,6 +256,7 @@ func (e *Event) AppendJSON(b []byte) []byte {
 	u64("nonce", e.Nonce)
 	i64("latency_ns", e.LatencyNS, true)
 	i64("return_ns", e.ReturnNS, true)
+	i64("local_ns", e.LocalNS, true)
 	str("role", e.Role, true)
 	u64("seed", e.Seed)
 	if e.TimeScale != 0 {
@@ -384,6 +390,18 @@ func (w *Writer) Write(evs ...Event) error {
 	}
 	mono, wall := Now()
 	return w.write(mono, wall, evs)
+}
+
+// SetLocal records local, the agent's clock reading at a step whose
+// reference time is ref, in each of evs, when the two differ: an agent on
+// the reference clock logs no local_ns.
+func SetLocal(evs []Event, ref, local time.Time) {
+	if local.Equal(ref) {
+		return
+	}
+	for i := range evs {
+		evs[i].LocalNS = local.UnixNano()
+	}
 }
 
 // WriteAt is Write with the events stamped at t, a time.Time carrying a

@@ -24,7 +24,7 @@ func TestAppendJSONMatchesEncodingJSON(t *testing.T) {
 		e := Event{Agent: randomString(r), Seq: r.Uint64(), MonoNS: r.Int64() - r.Int64(), WallNS: r.Int64(),
 			Kind: Kind(randomString(r)), Token: randomString(r), Session: r.Uint64() >> r.IntN(64), Peer: randomString(r),
 			Addr: randomString(r), Reason: randomString(r), Attempt: r.IntN(3) - 1, Cert: r.IntN(2) == 0, Nonce: r.Uint64() >> r.IntN(64),
-			LatencyNS: r.Int64N(3) - 1, ReturnNS: r.Int64() >> r.IntN(63), Role: randomString(r), Seed: r.Uint64() >> r.IntN(64),
+			LatencyNS: r.Int64N(3) - 1, ReturnNS: r.Int64() >> r.IntN(63), LocalNS: r.Int64() >> r.IntN(64), Role: randomString(r), Seed: r.Uint64() >> r.IntN(64),
 			Version: r.IntN(3), Link: randomString(r), Profile: randomString(r), Detail: randomString(r)}
 		switch r.IntN(4) {
 		case 0:

@@ -23,6 +23,10 @@ type Config struct {
 	Generate time.Duration
 	// GenerateAtStart makes the agent start with a token.
 	GenerateAtStart bool
+	// LastAccess is when line 18's lastaccess is taken: LastAccessEnd
+	// ("" means it), after execute(A) returns, as lines 25 and 32 are
+	// written; or LastAccessStart, when A starts.
+	LastAccess LastAccess
 	// History is how many tokens the sandwich rule remembers (line 35
 	// pushes every token; a bound keeps memory finite). 0 means 64: with
 	// one visit per Δmin or so, 64 visits reach back far beyond the
@@ -30,8 +34,27 @@ type Config struct {
 	History int
 }
 
-// WithDefaults fills Min, Generate and History from the formulas of Fig. 1.
+// LastAccess names a reading of Fig. 1 lines 25 and 32.
+type LastAccess string
+
+const (
+	// LastAccessEnd is Fig. 1 as written: execute(A) (line 24) returns,
+	// then lastaccess = time (line 25), so line 18's Δmin counts from
+	// the end of A. While A runs the loop is not in select (line 8): a
+	// token that arrives then is read after the send, when lastaccess is
+	// already the end of A, so it is early.
+	LastAccessEnd LastAccess = "end"
+	// LastAccessStart takes lastaccess when A starts: Δmin counts from
+	// the start, Δop earlier than as written.
+	LastAccessStart LastAccess = "start"
+)
+
+// WithDefaults fills Min, Generate, LastAccess and History from the
+// formulas of Fig. 1.
 func (c Config) WithDefaults() Config {
+	if c.LastAccess == "" {
+		c.LastAccess = LastAccessEnd
+	}
 	if c.Min == 0 {
 		c.Min = c.Op * time.Duration(c.NMax) / 2 // line 2
 	}
@@ -57,6 +80,8 @@ func (c Config) Validate() error {
 		return circulation.Fieldf("min", "must not be negative, got %v", c.Min)
 	case c.Generate < 0:
 		return circulation.Fieldf("generate", "must not be negative, got %v", c.Generate)
+	case c.LastAccess != "" && c.LastAccess != LastAccessEnd && c.LastAccess != LastAccessStart:
+		return circulation.Fieldf("lastaccess", "want %q (line 25 as written, the default) or %q (when A starts), got %q", LastAccessEnd, LastAccessStart, c.LastAccess)
 	case c.History < 0:
 		return circulation.Fieldf("history", "must not be negative, got %d", c.History)
 	}
@@ -73,6 +98,9 @@ type Section struct {
 	Min             time.Duration `yaml:"min"`      // Δmin, default op × nmax / 2
 	Generate        time.Duration `yaml:"generate"` // γgenerate, default min × nmax
 	GenerateAtStart bool          `yaml:"generate_at_start"`
+	// LastAccess: "end" (line 25 as written, the default) or "start";
+	// see Config.LastAccess.
+	LastAccess LastAccess `yaml:"lastaccess"`
 }
 
 var _ circulation.Section[Config] = (*Section)(nil)
@@ -81,7 +109,7 @@ var _ circulation.Section[Config] = (*Section)(nil)
 // section sets none, every invalid field reported, durations in real time.
 func (s *Section) Resolve(env circulation.Env) Config {
 	c := Config{Op: 4 * time.Second, Skip: 100 * time.Millisecond, NMax: 300, Min: s.Min,
-		Generate: s.Generate, GenerateAtStart: s.GenerateAtStart || env.Generate}
+		Generate: s.Generate, GenerateAtStart: s.GenerateAtStart || env.Generate, LastAccess: s.LastAccess}
 	if s.Op != 0 {
 		c.Op = s.Op
 	}

@@ -14,7 +14,7 @@ import (
 
 // TestRules replays testdata/*.txt: one file per rule of Fig. 1 (seed
 // 003), each a deterministic trace. `new` makes the policy (op, skip, nmax
-// and optional min, generate, history, seed); the other commands are
+// and optional min, generate, history, lastaccess, seed); the other commands are
 // package trace's. Regenerate with -rewrite after checking the diff
 // against the figure.
 func TestRules(t *testing.T) {
@@ -46,6 +46,8 @@ func TestRules(t *testing.T) {
 						fmt.Sscan(v, &c.NMax)
 					case "history":
 						fmt.Sscan(v, &c.History)
+					case "lastaccess":
+						c.LastAccess = LastAccess(v)
 					case "seed":
 						fmt.Sscan(v, &seed)
 					default:
@@ -58,7 +60,7 @@ func TestRules(t *testing.T) {
 				p := New(c)
 				d = trace.New(p, seed)
 				cc := p.Config()
-				return fmt.Sprintf("Δop %v Δskip %v N_max %d Δmin %v γgenerate %v history %d\n", cc.Op, cc.Skip, cc.NMax, cc.Min, cc.Generate, cc.History)
+				return fmt.Sprintf("Δop %v Δskip %v N_max %d Δmin %v γgenerate %v history %d lastaccess %s\n", cc.Op, cc.Skip, cc.NMax, cc.Min, cc.Generate, cc.History, cc.LastAccess)
 			}
 			return d.Run(t, td)
 		})

@@ -42,10 +42,14 @@ type Policy struct {
 	history []wire.TokenID // line 35's stack, oldest first
 	// lastAccess is line 25's lastaccess.timestamp; zero is line 4's
 	// timestamp 0 (the figure names it lasttoken there), so the first
-	// token always runs A.
+	// token always runs A. Config.LastAccess says whether it is taken
+	// when A starts or when it ends.
 	lastAccess time.Time
-	held       *hold.Set
-	regenAt    time.Time
+	// running counts the executions of A in progress (OpStart given,
+	// OpEnd not yet).
+	running int
+	held    *hold.Set
+	regenAt time.Time
 	// Accesses counts protected operations started (Δop holds), Skips
 	// the early tokens kept only Δskip.
 	Accesses, Skips int
@@ -129,18 +133,48 @@ func (p *Policy) Acquired(now time.Time, t wire.TokenID, how circulation.How, re
 	// Line 35 pushes after the send; pushing at arrival is the same to
 	// line 12, which reads the history only when the next token arrives.
 	p.push(t)
-	if how == circulation.ByPass && !p.lastAccess.IsZero() && now.Sub(p.lastAccess) <= p.cfg.Min {
+	if how == circulation.ByPass && p.early(now) {
 		p.Skips++ // line 18: A ran Δmin ago or less; line 21: keep it Δskip
-		return append(p.held.Hold(now, t, p.cfg.Skip, false, ""), p.held.Route(now, p.h, p.cfg.Skip)...)
+		return append(p.held.Hold(now, t, p.cfg.Skip, false, ""), p.route(now)...)
 	}
 	// Lines 24–25 (received) or 31–32 (generated): execute A for Δop.
-	p.lastAccess = now
+	if p.cfg.LastAccess == LastAccessStart {
+		p.lastAccess = now
+	}
+	p.running++
 	p.Accesses++
 	why := "token"
 	if how == circulation.ByGeneration {
 		why = "generated"
 	}
-	return append(p.held.Hold(now, t, p.cfg.Op, true, why), p.held.Route(now, p.h, p.cfg.Skip)...)
+	return append(p.held.Hold(now, t, p.cfg.Op, true, why), p.route(now)...)
+}
+
+// early is line 18: time − lastaccess ≤ Δmin. With lastaccess taken at
+// the end of A (line 25 as written), a token that arrives while A runs
+// is early too: the loop reads it only after line 27's send, and by then
+// line 25 has set lastaccess.
+func (p *Policy) early(now time.Time) bool {
+	if p.cfg.LastAccess == LastAccessEnd && p.running > 0 {
+		return true
+	}
+	return !p.lastAccess.IsZero() && now.Sub(p.lastAccess) <= p.cfg.Min
+}
+
+// route passes the tokens whose hold is over; an execution of A that
+// ends here is line 24's execute(A) returning, so line 25 (or 32) sets
+// lastaccess now when it is read at the end.
+func (p *Policy) route(now time.Time) []circulation.Action {
+	acts := p.held.Route(now, p.h, p.cfg.Skip)
+	for _, a := range acts {
+		if a.Kind == circulation.OpEnd {
+			p.running--
+			if p.cfg.LastAccess == LastAccessEnd {
+				p.lastAccess = now
+			}
+		}
+	}
+	return acts
 }
 
 // Passed implements circulation.Policy: line 27's send is over, the loop
@@ -154,14 +188,14 @@ func (p *Policy) Passed(now time.Time, t wire.TokenID, peer string) []circulatio
 // PassFailed implements circulation.Policy: another peer, as in 002 §3.
 func (p *Policy) PassFailed(now time.Time, t wire.TokenID, peer string) []circulation.Action {
 	p.held.Failed(t, peer)
-	return p.held.Route(now, p.h, p.cfg.Skip)
+	return p.route(now)
 }
 
 // Tick implements circulation.Policy: holds that are over (line 27), and
 // line 8's timeout, which runs only while the agent holds no token (the
 // loop waits in select only between tokens).
 func (p *Policy) Tick(now time.Time) []circulation.Action {
-	acts := p.held.Route(now, p.h, p.cfg.Skip)
+	acts := p.route(now)
 	if p.held.Len() == 0 && !now.Before(p.regenAt) {
 		p.resetTimeout(now)
 		acts = append(acts, circulation.Action{Kind: circulation.Generate, Reason: "loss",

@@ -112,7 +112,8 @@ func simProcess(cfg string, c *config.Config, o protocol.Start, now time.Time) (
 		// from its seed as the agent seeds it: the same datagrams drop.
 		a.drop = driver.NewLossy(kept{}, r.DropRate, r.Seed)
 	}
-	return a, r.Log, nil
+	// The agent's clock (clock:), as agent/driver applies it.
+	return sim.Skewed(a, r.Clock), r.Log, nil
 }
 
 // simAgent is a node.Node as the simulator runs it: what agent/driver

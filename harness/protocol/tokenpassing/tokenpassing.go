@@ -48,6 +48,7 @@ func agentConfig(e *experiments.Experiment, p protocol.Process, peers []protocol
 	c.Name, c.Listen, c.CA, c.Credentials, c.Log = p.Instance, p.Addr.String(), f.CACert, f.Credentials, f.Log
 	c.Role, c.Seed, c.TimeScale, c.NetworkTimeScale = p.Spec.Role, seed, e.TimeScale, e.NetworkTimeScale
 	c.Generate = p.Spec.Generate
+	c.Clock = p.Spec.Clock
 	for _, o := range peers {
 		peer := config.Peer{Name: o.Instance, Addr: o.Addr.String()}
 		// Replicas after the first replay the middle of the paper's run,
