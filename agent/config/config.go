@@ -42,6 +42,11 @@ type Peer struct {
 // Passing holds the passing operation's timeouts and retries (002 §3).
 // Zero values take the defaults of passing.DefaultConfig.
 type Passing struct {
+	// Exchange is the variant of the operation: "4way" (002 §3, the
+	// default) or "3way" (004 §4). The 3-way exchange waits move_timeout
+	// for the Ack and ack_timeout for the Commit (004 sets both to Δskip)
+	// and sends each message once; see agent/passing.
+	Exchange      string        `yaml:"exchange,omitempty"`
 	MoveTimeout   time.Duration `yaml:"move_timeout"`
 	MoveRetries   *int          `yaml:"move_retries"`
 	AckTimeout    time.Duration `yaml:"ack_timeout"`
@@ -321,6 +326,13 @@ func (c *Config) Validate() (*Resolved, error) {
 	}
 
 	pc := passing.DefaultConfig()
+	if _, err := passing.LookupExchange(c.Passing.Exchange); err != nil {
+		c.errorf("$.passing.exchange", "%v", err)
+	}
+	pc.Exchange = c.Passing.Exchange
+	if pc.Exchange == "" {
+		pc.Exchange = passing.DefaultExchange
+	}
 	setD := func(dst *time.Duration, v time.Duration, path string) {
 		if v < 0 {
 			c.errorf(path, "must be positive, got %v", v)

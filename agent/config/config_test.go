@@ -188,3 +188,30 @@ func TestClock(t *testing.T) {
 		t.Errorf("drift -0.2: %v", err)
 	}
 }
+
+// passing.exchange selects the variant by its registered name (4way by
+// default); an unknown name is an error at its line listing the known ones.
+func TestPassingExchange(t *testing.T) {
+	base := "name: A\nlisten: 10.0.0.1:7400\nca: ca.crt\ncredentials: .\n"
+	for in, want := range map[string]string{"": "4way", "passing: {exchange: 4way}\n": "4way", "passing: {exchange: 3way}\n": "3way"} {
+		c, err := Load(write(t, base+in))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := c.Validate()
+		if err != nil {
+			t.Fatalf("%q: %v", in, err)
+		}
+		if r.Passing.Exchange != want {
+			t.Errorf("%q: exchange %q, want %q", in, r.Passing.Exchange, want)
+		}
+	}
+	c, err := Load(write(t, base+"passing:\n  exchange: 2way\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Validate()
+	if err == nil || !strings.Contains(err.Error(), `:6:13: passing.exchange: "2way": no such exchange; known: 3way, 4way`) {
+		t.Errorf("unknown exchange: %v", err)
+	}
+}

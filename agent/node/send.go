@@ -158,8 +158,9 @@ func (n *Node) effect(now time.Time, f passing.Effect) {
 }
 
 // Prepare signs, ahead of need, the datagrams the node will most likely
-// send next: the Commit of a pass whose Move just left, and the EarlyStop
-// of a session whose Ack just left. The driver calls it after sending,
+// send next (passing.Exchange.Next): the Commit of a pass whose Move just
+// left, and, in the 4-way exchange, the EarlyStop of a session whose Ack
+// just left. The driver calls it after sending,
 // while the network round trip is under way, which takes two Ed25519
 // signatures off every pass's critical path (002 requirement iii).
 func (n *Node) Prepare(now time.Time) {
@@ -208,11 +209,7 @@ func (n *Node) send(now time.Time, m passing.Msg) {
 			d.Cert = n.cfg.Cert
 		}
 		d.Dir = n.directory(now, m.Cert)
-		if m.Attempt == 1 {
-			next := wire.Commit
-			if m.Type == wire.Ack {
-				next = wire.EarlyStop
-			}
+		if next, ok := n.ep.Exchange().Next(m.Type); ok && m.Attempt == 1 {
 			n.toPresign = append(n.toPresign, presignReq{presignKey{k, next}, to})
 		}
 	}

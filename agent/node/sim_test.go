@@ -69,6 +69,8 @@ type sim struct {
 	skew map[string]time.Duration
 	// tap, if set, sees every datagram put on a link.
 	tap func(from netip.AddrPort, to string, data []byte)
+	// exchange is the passing exchange of nodes added ("": the default).
+	exchange string
 }
 
 var simCA struct {
@@ -113,6 +115,7 @@ func (s *sim) addNode(name string, pol *randomwalk.Policy, peers ...string) *Nod
 	}
 	pc := passing.DefaultConfig()
 	pc = pc.Scaled(10) // 50 ms timeouts against 1 ms links
+	pc.Exchange = s.exchange
 	n, err := New(Config{Name: name, Addr: addr, Key: cred.Key, Cert: cred.Cert, CA: ca.NewVerifier(cred.CA),
 		Passing: pc, Policy: pol, Peers: ms, DirectoryTTL: s.ttl, Rand: rand.New(rand.NewPCG(s.rnd.Uint64(), 2))})
 	if err != nil {

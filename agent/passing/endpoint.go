@@ -106,19 +106,20 @@ type soft struct {
 // seen. It is not safe for concurrent use.
 type Endpoint struct {
 	cfg       Config
+	exchange  Exchange
 	self      string
 	held      map[wire.TokenID]uint64 // token → session in which it was received
 	soft      map[wire.TokenID]*soft
-	senders   map[key]*Sender   // passes in progress: awaiting the Ack, or committing
-	finished  map[key]*Sender   // done or failed passes, kept to refuse late datagrams by name
-	gcQueue   []gcEntry         // when finished passes may be forgotten, in time order
-	receivers map[key]*Receiver // waiting for a Commit, or lingering after giving up
+	senders   map[key]SenderMachine   // passes in progress: awaiting the Ack, or committing
+	finished  map[key]SenderMachine   // done or failed passes, kept to refuse late datagrams by name
+	gcQueue   []gcEntry               // when finished passes may be forgotten, in time order
+	receivers map[key]ReceiverMachine // waiting for a Commit, or lingering after giving up
 	effects   []Effect
 }
 
 type gcEntry struct {
 	k  key
-	s  *Sender
+	s  SenderMachine
 	at time.Time
 }
 
@@ -133,18 +134,25 @@ func NewEndpoint(cfg Config, self string) (*Endpoint, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	x, err := LookupExchange(cfg.Exchange)
+	if err != nil {
+		return nil, err
+	}
 	return &Endpoint{
-		cfg: cfg, self: self,
+		cfg: cfg, exchange: x, self: self,
 		held:      map[wire.TokenID]uint64{},
 		soft:      map[wire.TokenID]*soft{},
-		senders:   map[key]*Sender{},
-		finished:  map[key]*Sender{},
-		receivers: map[key]*Receiver{},
+		senders:   map[key]SenderMachine{},
+		finished:  map[key]SenderMachine{},
+		receivers: map[key]ReceiverMachine{},
 	}, nil
 }
 
 // Config returns the endpoint's configuration.
 func (e *Endpoint) Config() Config { return e.cfg }
+
+// Exchange returns the variant of the passing operation the endpoint runs.
+func (e *Endpoint) Exchange() Exchange { return e.exchange }
 
 // Effects returns and clears the effects produced since the last call.
 func (e *Endpoint) Effects() []Effect {
@@ -176,7 +184,7 @@ func (e *Endpoint) Held() []wire.TokenID {
 // Passing reports whether a pass of t is waiting for its Ack.
 func (e *Endpoint) Passing(t wire.TokenID) bool {
 	for k, s := range e.senders {
-		if k.token == t && s.State == AwaitAck {
+		if k.token == t && s.Status() == AwaitAck {
 			return true
 		}
 	}
@@ -237,7 +245,7 @@ func (e *Endpoint) Pass(now time.Time, t wire.TokenID, peer string) error {
 	}
 	session := recv + 1
 	k := key{t, session, peer}
-	s, out := NewSender(&e.cfg, now)
+	s, out := e.exchange.NewSender(&e.cfg, now)
 	e.senders[k] = s
 	delete(e.finished, k) // a failed attempt to the same peer: this one replaces it
 	sf := e.softOf(t)
@@ -351,7 +359,7 @@ func (e *Endpoint) openReceiver(now time.Time, k key, moveHadCert bool) {
 	}
 	sf := e.softOf(k.token)
 	sf.last, sf.lastPeer, sf.lastSent = k.session, k.peer, false
-	r, out := NewReceiver(&e.cfg, now, moveHadCert)
+	r, out := e.exchange.NewReceiver(&e.cfg, now, moveHadCert)
 	e.receivers[k] = r
 	e.apply(now, k, out, false)
 }
@@ -376,9 +384,12 @@ func (e *Endpoint) apply(now time.Time, k key, out Output, sender bool) {
 		e.emit(Effect{Kind: SendMsg, Msg: m, Token: k.token, Session: k.session, Peer: k.peer})
 	}
 	switch out.Outcome {
-	case Completed:
+	case Completed, Succeeded:
+		if out.Outcome == Succeeded && out.Reason == "" {
+			break // the sender goes on committing (4-way)
+		}
 		s := e.senders[k]
-		e.emit(Effect{Kind: PassCompleted, Token: k.token, Session: k.session, Peer: k.peer, Reason: out.Reason, Latency: now.Sub(s.Start)})
+		e.emit(Effect{Kind: PassCompleted, Token: k.token, Session: k.session, Peer: k.peer, Reason: out.Reason, Latency: now.Sub(s.Started())})
 		e.finish(now, k)
 	case Failed:
 		e.emit(Effect{Kind: PassFailed, Token: k.token, Session: k.session, Peer: k.peer, Reason: out.Reason})
@@ -392,7 +403,7 @@ func (e *Endpoint) apply(now time.Time, k key, out Output, sender bool) {
 		delete(e.receivers, k)
 	}
 	if !sender {
-		if r := e.receivers[k]; r != nil && r.State == ReceiverExpired {
+		if r := e.receivers[k]; r != nil && r.Status() == ReceiverExpired {
 			delete(e.receivers, k)
 		}
 	}

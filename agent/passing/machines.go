@@ -10,6 +10,12 @@ import (
 // Config holds the timeouts and retry limits of the passing operation.
 // Retries count resends after the first send.
 type Config struct {
+	// Exchange names the variant of the operation (RegisterExchange):
+	// "4way" (002 §3, the default when empty) or "3way" (004 §4). The
+	// fields below are read by the 4-way exchange; the 3-way one reads
+	// MoveTimeout (its wait for the Ack), AckTimeout (its wait for the
+	// Commit) and AckRetries (see threeway.go).
+	Exchange string
 	// MoveTimeout is how long the sender waits for an Ack before it resends
 	// the Move, with its certificate from the first resend on (002 §3).
 	MoveTimeout time.Duration
@@ -76,6 +82,9 @@ func (c Config) DefaultLinger() time.Duration {
 
 // Validate reports the first invalid field by name.
 func (c Config) Validate() error {
+	if _, err := LookupExchange(c.Exchange); err != nil {
+		return fmt.Errorf("exchange: %v", err)
+	}
 	for _, d := range []struct {
 		name string
 		v    time.Duration
@@ -137,7 +146,11 @@ const (
 type Output struct {
 	Send    *Send
 	Outcome Outcome
-	Reason  string // for Completed: "earlystop" or "commit_retries"; Failed: "ack_timeout" or "commit_timeout"
+	// Reason, for Completed: "earlystop" or "commit_retries"; for Failed:
+	// "ack_timeout" or "commit_timeout"; for Succeeded, set only when the
+	// sender is done with this step's send ("commit_sent", 3-way): the
+	// pass completes at once.
+	Reason  string
 	Late    bool   // Acquired by a Commit that came after the receiver gave up
 	Ignored string // non-empty when the message was not acceptable in this state: the reason
 }
@@ -179,6 +192,12 @@ func (s *Sender) skipAck(now time.Time) Output {
 
 // Holds reports whether the sender still owns the token.
 func (s *Sender) Holds() bool { return s.State == AwaitAck || s.State == SenderFailed }
+
+// Status returns the sender's state.
+func (s *Sender) Status() SenderState { return s.State }
+
+// Started returns when the first Move was sent.
+func (s *Sender) Started() time.Time { return s.Start }
 
 // Deadline returns when Tick must be called next, if ever.
 func (s *Sender) Deadline() (time.Time, bool) {
@@ -277,6 +296,9 @@ func NewReceiver(cfg *Config, now time.Time, moveHadCert bool) (*Receiver, Outpu
 	}
 	return r, out
 }
+
+// Status returns the receiver's state.
+func (r *Receiver) Status() ReceiverState { return r.State }
 
 // Deadline returns when Tick must be called next, if ever.
 func (r *Receiver) Deadline() (time.Time, bool) {

@@ -142,41 +142,6 @@ func cloneMap[K comparable, V any](m map[K]V) map[K]V {
 	return c
 }
 
-func (e *Endpoint) clone() *Endpoint {
-	c := &Endpoint{cfg: e.cfg, self: e.self,
-		held: cloneMap(e.held), soft: map[wire.TokenID]*soft{},
-		senders: map[key]*Sender{}, finished: map[key]*Sender{}, receivers: map[key]*Receiver{}}
-	ptr := map[*Sender]*Sender{}
-	for t, s := range e.soft {
-		s2 := *s
-		c.soft[t] = &s2
-	}
-	cp := func(s *Sender) *Sender {
-		if s2, ok := ptr[s]; ok {
-			return s2
-		}
-		s2 := *s
-		s2.cfg = &c.cfg
-		ptr[s] = &s2
-		return &s2
-	}
-	for k, s := range e.senders {
-		c.senders[k] = cp(s)
-	}
-	for k, s := range e.finished {
-		c.finished[k] = cp(s)
-	}
-	for _, g := range e.gcQueue {
-		c.gcQueue = append(c.gcQueue, gcEntry{g.k, cp(g.s), g.at})
-	}
-	for k, r := range e.receivers {
-		r2 := *r
-		r2.cfg = &c.cfg
-		c.receivers[k] = &r2
-	}
-	return c
-}
-
 // collect moves node n's effects into the world: datagrams into the
 // network, outcomes into the bookkeeping.
 func (w *world) collect(n string) {
@@ -245,7 +210,7 @@ func (w *world) deliver(i int, keepCopy bool) {
 		return // sent to a crashed node
 	}
 	if f.m.Type == wire.Ack {
-		if s := ep.senders[key{f.m.Token, f.m.Session, f.m.From}]; s != nil && s.State == AwaitAck {
+		if s := ep.senders[key{f.m.Token, f.m.Session, f.m.From}]; s != nil && s.Status() == AwaitAck {
 			w.ackLive[f.m.Session] = true
 		}
 	}
@@ -253,7 +218,7 @@ func (w *world) deliver(i int, keepCopy bool) {
 		// Was a receiver waiting for this Commit? (independent of what
 		// the endpoint then does with it)
 		if r := ep.receivers[key{f.m.Token, f.m.Session, f.m.From}]; r != nil &&
-			(r.State == AwaitCommit || r.State == ReceiverFailed && ep.cfg.Linger > 0) {
+			(r.Status() == AwaitCommit || r.Status() == ReceiverFailed && ep.cfg.Linger > 0) {
 			w.commitLive[f.m.Session] = true
 		}
 	}
@@ -273,7 +238,7 @@ func (w *world) crash(n string) {
 	w.crashed = n
 	w.crashHolder = ep.Holds(tok)
 	for _, r := range ep.receivers {
-		if r.State == AwaitCommit || r.State == ReceiverFailed {
+		if r.Status() == AwaitCommit || r.Status() == ReceiverFailed {
 			w.crashWindow = true
 		}
 	}
@@ -414,23 +379,25 @@ func (w *world) fingerprint() string {
 			s := ep.senders[kk]
 			b = append(b, 'S')
 			k(kk)
-			num(int64(s.State))
-			num(int64(s.attempts))
-			num(int64(s.deadline.Sub(c)))
+			num(int64(s.Status()))
+			n, d := counters(s)
+			num(int64(n))
+			num(int64(d.Sub(c)))
 		}
 		for _, kk := range sortedKeys(ep.receivers, key.compare) {
 			r := ep.receivers[kk]
 			b = append(b, 'R')
 			k(kk)
-			num(int64(r.State))
-			num(int64(r.attempts))
-			num(int64(r.deadline.Sub(c)))
+			num(int64(r.Status()))
+			n, d := counters(r)
+			num(int64(n))
+			num(int64(d.Sub(c)))
 		}
 		for _, kk := range sortedKeys(ep.finished, key.compare) {
 			s := ep.finished[kk]
 			b = append(b, 'D')
 			k(kk)
-			num(int64(s.State))
+			num(int64(s.Status()))
 		}
 		for _, g := range ep.gcQueue {
 			b = append(b, 'G')
@@ -704,8 +671,13 @@ func TestModelAcyclic(t *testing.T) {
 
 // TestModelRandom runs long random schedules with the default retry limits
 // and chains of many passes among three nodes, beyond the exhaustive bound.
-func TestModelRandom(t *testing.T) {
-	runs, steps := *modelRuns, 4000
+func TestModelRandom(t *testing.T) { randomModel(t, DefaultConfig(), *modelRuns, 1) }
+
+// randomModel runs random schedules of the exchange cfg selects. A timer
+// is picked with probability timerRate when a datagram could be delivered
+// instead (1: timers and deliveries alike).
+func randomModel(t *testing.T, cfg Config, runs int, timerRate float64) {
+	steps := 4000
 	if testing.Short() {
 		runs /= 10
 	}
@@ -715,7 +687,6 @@ func TestModelRandom(t *testing.T) {
 	}
 	t.Logf("seed %d (replay: go test ./agent/passing -run ModelRandom -model.seed %d)", seed, seed)
 	r := rand.New(rand.NewPCG(seed, 2009))
-	cfg := DefaultConfig()
 	chain := &scenario{name: "random walk", nodes: []string{"A", "B", "C"}}
 	chain.act = func(w *world) []action {
 		var as []action
@@ -770,6 +741,10 @@ func TestModelRandom(t *testing.T) {
 					if r.Float64() >= crashRate {
 						continue
 					}
+				case strings.HasPrefix(a.label, "timer"):
+					if len(w.net) > 0 && r.Float64() >= timerRate {
+						continue
+					}
 				}
 				pick = a
 				break
@@ -796,7 +771,7 @@ func TestModelRandom(t *testing.T) {
 		outcomes[strings.SplitN(o, "-to-", 2)[0]]++
 	}
 	t.Logf("%d random schedules (%d passes attempted after the first), outcomes %v", runs, passes, outcomes)
-	fmt.Printf("passing model check: explored %d random schedules beyond the bound\n", runs)
+	fmt.Printf("passing model check (%s): explored %d random schedules beyond the bound\n", cmp.Or(cfg.Exchange, DefaultExchange), runs)
 	if outcomes["passed"] == 0 || outcomes["lost:commit-not-delivered"] == 0 {
 		t.Errorf("random schedules did not reach both success and commit loss: %v", outcomes)
 	}

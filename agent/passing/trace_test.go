@@ -17,14 +17,20 @@ import (
 // regenerates them). Endpoints pass the token 1@A over a network that the
 // script drives datagram by datagram; each node has its own clock.
 //
-//	nodes A B C               endpoints with DefaultConfig
+//	nodes A B C [exchange=X] [skip=D]
+//	                          endpoints with DefaultConfig, running
+//	                          exchange X (default 4way); skip=D sets the
+//	                          move and ack timeouts to D (004's Δskip)
 //	hold A                    A holds the token (session 0)
 //	pass A B                  A starts passing it to B
-//	deliver Move A B [at=D]   deliver the first Move in flight from A to B,
-//	                          B's clock set to D first (default: unchanged)
+//	deliver Move A B [at=D] [keep]
+//	                          deliver the first Move in flight from A to B,
+//	                          B's clock set to D first (default: unchanged);
+//	                          keep: a copy stays in flight (a duplicate)
 //	drop Ack B A              lose every Ack in flight from B to A
 //	tick B                    B's clock to its next deadline, and Tick
 //	receivers B               B's receiver machines
+//	holders                   the nodes holding the token
 //
 // Each effect prints as "NODE kind token/session ...".
 func TestTraces(t *testing.T) {
@@ -52,8 +58,24 @@ type tracer struct {
 
 func newTracer(t *testing.T, d *datadriven.TestData) *tracer {
 	tr := &tracer{eps: map[string]*Endpoint{}, clk: map[string]time.Time{}}
+	cfg := DefaultConfig()
 	for _, a := range d.CmdArgs {
-		ep, err := NewEndpoint(DefaultConfig(), a.Key)
+		switch a.Key {
+		case "exchange":
+			cfg.Exchange = a.Vals[0]
+		case "skip":
+			skip, err := time.ParseDuration(a.Vals[0])
+			if err != nil {
+				d.Fatalf(t, "skip: %v", err)
+			}
+			cfg.MoveTimeout, cfg.AckTimeout = skip, skip
+		}
+	}
+	for _, a := range d.CmdArgs {
+		if a.Key == "exchange" || a.Key == "skip" {
+			continue
+		}
+		ep, err := NewEndpoint(cfg, a.Key)
 		if err != nil {
 			d.Fatalf(t, "%v", err)
 		}
@@ -113,7 +135,9 @@ func (tr *tracer) run(t *testing.T, d *datadriven.TestData) string {
 			return fmt.Sprintf("error: no %v %s→%s in flight\n", ty, from, to)
 		}
 		m := tr.net[i]
-		tr.net = slices.Delete(tr.net, i, i+1)
+		if !d.HasArg("keep") {
+			tr.net = slices.Delete(tr.net, i, i+1)
+		}
 		if d.HasArg("at") {
 			var at string
 			d.ScanArgs(t, "at", &at)
@@ -143,8 +167,19 @@ func (tr *tracer) run(t *testing.T, d *datadriven.TestData) string {
 			return "none\n"
 		}
 		for _, k := range ks {
-			fmt.Fprintf(&b, "%v/%d from %s: %s\n", k.token, k.session, k.peer, ep.receivers[k].State)
+			fmt.Fprintf(&b, "%v/%d from %s: %s\n", k.token, k.session, k.peer, ep.receivers[k].Status())
 		}
+	case "holders":
+		var h []string
+		for _, n := range tr.order {
+			if tr.eps[n].Holds(tok) {
+				h = append(h, n)
+			}
+		}
+		if len(h) == 0 {
+			return "none\n"
+		}
+		return strings.Join(h, " ") + "\n"
 	default:
 		d.Fatalf(t, "unknown command %q", d.Cmd)
 	}

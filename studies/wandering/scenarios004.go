@@ -27,10 +27,10 @@ const (
 	// direction, over the 1 ms delay of Profile.
 	lossP4 = "delay 1ms loss 0.01%"
 	lossP5 = "delay 1ms loss 0.001%"
-	// passing3way is 004 §4's exchange; its timeouts are Δskip (1, Table
-	// 2), which the exchange takes from §4 ("for convenience, they are
-	// set to ∆skip").
-	passing3way = "{exchange: 3way, move_timeout: 1s, ack_timeout: 1s, commit_timeout: 1s}"
+	// passing3way is 004 §4's exchange: the sender waits move_timeout
+	// for the Ack, the receiver ack_timeout for the Commit, both Δskip
+	// (1, Table 2: "for convenience, they are set to ∆skip").
+	passing3way = "{exchange: 3way, move_timeout: 1s, ack_timeout: 1s}"
 	// drift004: §5.2, "a drift of 10^-4, which is typical of a low cost
 	// crystal clock, is adequate": each agent's clock drifts by a rate
 	// drawn in [−10^-4, 10^-4].
