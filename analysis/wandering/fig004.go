@@ -146,7 +146,7 @@ func (rp *report) fig1Section() {
 	p := plot.New()
 	p.Title.Text = "004 Fig. 1: operations running after a token loss (sim, N = 300)"
 	p.X.Label.Text = "time units since the loss"
-	p.Y.Label.Text = "operations running"
+	p.Y.Label.Text = "operations running (mean over 250 time units)"
 	for i, x := range runs {
 		r := rp.runs[x.name]
 		if r == nil {
@@ -165,18 +165,25 @@ func (rp *report) fig1Section() {
 			dur += mark(!math.IsNaN(row.duration) && row.duration >= 10000 && row.duration <= 40000)
 		}
 		w("| %s | %s | %.1f%% | %.1f%% | %d | %d | %.0f | %.0f |\n", x.label, dur, 100*row.idle, 100*row.two, row.maxOps, row.maxTokens, row.generated, row.noTokenS)
-		// The figure: operations per time unit (the step function sampled
-		// each time unit would be the same line), from 2000 before the
-		// loss to 5000 after the transient.
+		// The figure: the operations running per time unit, averaged
+		// over bins of 250 time units (a plot of every time unit over
+		// tens of thousands is a solid band), from 2000 before the loss
+		// to 5000 after the transient.
+		const bin = 250.0
 		from, to := t.At-2000, min(r.SpanS, t.End+5000)
+		var ws []Transient
+		for b := from; b < to; b += bin {
+			ws = append(ws, Transient{At: b, End: b + bin})
+		}
 		var pts plotter.XYs
-		for _, st := range r.opSteps() {
-			if st.T >= from && st.T <= to {
-				if len(pts) > 0 {
-					pts = append(pts, plotter.XY{X: st.T - t.At, Y: pts[len(pts)-1].Y})
-				}
-				pts = append(pts, plotter.XY{X: st.T - t.At, Y: float64(st.V)})
+		steps := r.opSteps()
+		for _, b := range ws {
+			d := durationsIn(steps, r.SpanS, []Transient{b})
+			busy := 0.0
+			for v, x := range d {
+				busy += float64(v) * x
 			}
+			pts = append(pts, plotter.XY{X: b.At + bin/2 - t.At, Y: busy / bin})
 		}
 		if l, err := plotter.NewLine(pts); err == nil && len(pts) > 1 {
 			l.Color = plotutil.Color(i)

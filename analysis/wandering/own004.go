@@ -3,12 +3,32 @@ package wandering
 import (
 	"fmt"
 	"math"
+	"strings"
 )
 
 // Seed 004's tables with its own passing protocol (§4's 3-way exchange,
 // where a lost Commit loses the token) beside the 4-way runs, §6's
 // stabilization figures, and the checks of every 004 figure against its
 // stated tolerance (checks004.go).
+
+// kloadNote states 004 §3's k_load at N = 300 and 150, from the
+// manifests of the 004 runs (Table 1's baseline has the same Δop, N and
+// Δmin).
+func (rp *report) kloadNote() string {
+	var parts []string
+	for _, n := range []int{300, 150} {
+		for _, name := range rp.names {
+			if r := rp.runs[name]; r.N == n && r.KLoad > 0 {
+				parts = append(parts, fmt.Sprintf("%.3g at N = %d", r.KLoad, n))
+				break
+			}
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "k_load = Δop·N/Δmin (004 §3): " + strings.Join(parts, ", ") + "."
+}
 
 // t3Column is one run of a Table 3/4 comparison.
 type t3Column struct{ label, run string }
@@ -58,6 +78,14 @@ func noToken(r *Run) (n int, t float64) {
 // own004 writes 004 Tables 3 and 4 per N with every column, and Table 5
 // and §6 with the 3-way exchange.
 func (rp *report) own004() {
+	rp.tables34own()
+	rp.table5own()
+	rp.sec6()
+}
+
+// tables34own is 004 Tables 3 and 4 per N: the paper, the 4-way runs and
+// the 3-way ones.
+func (rp *report) tables34own() {
 	any3 := false
 	for _, n := range []int{150, 300} {
 		for _, c := range t3Columns(n)[1:] {
@@ -124,8 +152,6 @@ func (rp *report) own004() {
 		}
 		w("\n")
 	}
-	rp.table5own()
-	rp.sec6()
 }
 
 func kloadOf(runs []*Run, n int) string {
