@@ -75,6 +75,19 @@ func noToken(r *Run) (n int, t float64) {
 	return n, t
 }
 
+// vanished counts the tokens that ended neither discarded, nor by an
+// injected loss, nor alive at the end: on the 3-way exchange, those
+// whose Commit was lost (004 §4).
+func vanished(r *Run) int {
+	n := 0
+	for _, l := range r.Tokens {
+		if l.How == "vanished" {
+			n++
+		}
+	}
+	return n
+}
+
 // own004 writes 004 Tables 3 and 4 per N with every column, and Table 5
 // and §6 with the 3-way exchange.
 func (rp *report) own004() {
@@ -135,7 +148,8 @@ func (rp *report) tables34own() {
 			f            func(*Run) string
 		}{
 			{"idle (no operation)", pct1(1 - sumT(p3)/1e6), func(r *Run) string { return pct1(at(r.Concurrency(), 0) / r.SpanS) }},
-			{"token lost (stretches without a token)", "not stated", func(r *Run) string { c, _ := noToken(r); return fmt.Sprint(c) }},
+			{"tokens lost by the passing (last seen in a pass, never discarded)", "not stated", func(r *Run) string { return fmt.Sprint(vanished(r)) }},
+			{"tokens generated", "", func(r *Run) string { return fmt.Sprint(len(r.Tokens)) }},
 			{"time without a token", "", func(r *Run) string { _, t := noToken(r); return pct1(t / r.SpanS) }},
 			{"time units simulated", "10^6", func(r *Run) string { return fmt.Sprintf("%.0f", r.SpanS) }},
 		}
