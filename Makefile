@@ -145,7 +145,8 @@ demo: build
 # make wandering keeps every parameter of the papers and shortens what the
 # report's first table says (003's runs to 3*10^4 s, 004 Tables 3-4 to
 # 10^5 time units, Table 5 to 5 transients per N under §5's reading, Table
-# 1 in full): 174 s of CPU, 1 min 29 s on 2 idle cores. make wandering-full runs the
+# 1 in full) and 004 on its 3-way exchange: 361 s of CPU (before the 3-way
+# runs: 174 s, 1 min 29 s on 2 idle cores). make wandering-full runs the
 # papers' lengths (10^6, 100 transients, both readings of the removal
 # rule): 19 min on 2 idle cores. The scenarios run one per CPU at once (-j; the
 # results do not depend on it).
