@@ -238,22 +238,12 @@ func (rp *report) table5() {
 		w("## 004 Table 5: stabilization after a token loss (wandering-004)\n\n")
 		w("A loss is injected once the system has been stable for 10^4 time units; the duration runs from the loss to the moment it is stable again for good (until the next loss): never without a token, and more than one only in spikes shorter than Δmin = 600 (spurious tokens are made and removed all the time in stable operation; most last one pass). Bins of 5000 up to the row's label (the first row: all below 10000). Counts as measured (the paper: 100 transients per N); no tolerance is claimed for a distribution this dispersed (the paper's own word), the medians are compared. Two readings of 004's removal rule, the same seeds: §5 (a token is discarded within Δmin of A when lasttoken precedes it; the default) and Fig. 2 as printed (any token other than lasttoken; `removal: any`). %s\n\n", rp.kloadNote())
 		w("| duration ≤ | paper N=300 | §5 N=300 | Fig. 2 N=300 | paper N=150 | §5 N=150 | Fig. 2 N=150 |\n|---|---|---|---|---|---|---|\n")
-		hist := func(r *Run) ([]float64, []float64, int) {
-			if r == nil {
-				return nil, nil, 0
-			}
-			d, un := r.Stabilizations(600)
-			h := make([]float64, 15)
-			for _, x := range d {
-				i := max(0, int(math.Ceil(x/5000))-2)
-				h[min(i, 14)]++
-			}
-			return h, d, un
-		}
 		var hs, ds [4][]float64
 		var us [4]int
 		for i, r := range t5 {
-			hs[i], ds[i], us[i] = hist(r)
+			if r != nil {
+				hs[i], ds[i], us[i] = t5hist(r)
+			}
 		}
 		g := func(h []float64, i int) string {
 			if h == nil {
