@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"tokenbed/agent/eventlog"
 	"tokenbed/analysis/wandering"
 )
 
@@ -103,5 +104,34 @@ func TestScenarios004(t *testing.T) {
 	}
 	if got := s.kload(); got != 2 {
 		t.Errorf("k_load %v at N = 300, Δop 4, Δmin 600; want 2", got)
+	}
+}
+
+// TestTrackerLostInTransit: on the 3-way exchange a token whose Commit is
+// lost is released by its sender and acquired by nobody, and no event
+// says it is gone. The tracker forgets it lostAfter its release, so the
+// system can be stable again and Table 5's next loss comes; without that
+// the two tokens it counts would never be one again.
+func TestTrackerLostInTransit(t *testing.T) {
+	at := func(s float64) time.Time { return time.Unix(0, 0).Add(time.Duration(s * float64(time.Second))) }
+	now := at(0)
+	tr := newTracker()
+	tr.maxSpike = 600 * time.Second
+	tr.now = func() time.Time { return now }
+	ev := func(s float64, agent string, kind eventlog.Kind, tok string) {
+		now = at(s)
+		tr.observe(agent, eventlog.Event{Kind: kind, Token: tok})
+	}
+	ev(0, "a", eventlog.TokenAcquired, "T1")
+	ev(10, "b", eventlog.TokenAcquired, "T2")
+	ev(20, "b", eventlog.TokenReleased, "T2") // its Commit is lost
+	if d := tr.stableFor(at(1000)); d != 0 {
+		t.Errorf("stable for %v at 1000 after a spike of 990 s, want 0", d)
+	}
+	if n := tr.alive(); n != 1 {
+		t.Errorf("%d tokens alive, want 1 (T2 lost in transit)", n)
+	}
+	if d := tr.stableFor(at(11000)); d != 10000*time.Second {
+		t.Errorf("stable for %v at 11000, want 10000 s (one token since T2 was forgotten at 1000)", d)
 	}
 }

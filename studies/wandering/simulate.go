@@ -390,22 +390,34 @@ type tracker struct {
 	since, spike time.Time
 	maxSpike     time.Duration
 	now          func() time.Time // the world's clock
+	// released: when each token was last passed on and not yet received.
+	// On 004's 3-way exchange a lost Commit loses the token with no event
+	// saying so (the receiver never acquired it); one still in transit
+	// after lostAfter is gone.
+	released map[string]time.Time
 }
 
+// lostAfter: a pass ends within seconds (the 3-way receiver gives up
+// Δskip after its Ack, the 4-way one after its linger of 5.5 s).
+const lostAfter = 30 * time.Second
+
 func newTracker() *tracker {
-	return &tracker{holders: map[string]string{}, tokens: map[string]bool{}}
+	return &tracker{holders: map[string]string{}, tokens: map[string]bool{}, released: map[string]time.Time{}}
 }
 
 func (t *tracker) observe(agent string, e eventlog.Event) {
 	switch e.Kind {
 	case eventlog.TokenAcquired:
+		delete(t.released, e.Token)
 		t.holders[e.Token] = agent
 		t.set(e.Token, true, e)
 	case eventlog.TokenReleased:
 		if t.holders[e.Token] == agent {
 			delete(t.holders, e.Token)
+			t.released[e.Token] = t.now()
 		}
 	case eventlog.TokenDiscarded:
+		delete(t.released, e.Token)
 		t.set(e.Token, false, e)
 	}
 }
@@ -466,10 +478,25 @@ func (t *tracker) crashed(agent string, at time.Time) {
 	t.changed(at)
 }
 
-func (t *tracker) alive() int { return len(t.tokens) }
+func (t *tracker) alive() int {
+	t.prune(t.now())
+	return len(t.tokens)
+}
+
+// prune forgets the tokens in transit for longer than lostAfter.
+func (t *tracker) prune(now time.Time) {
+	for tok, at := range t.released {
+		if now.Sub(at) > lostAfter {
+			delete(t.released, tok)
+			delete(t.tokens, tok)
+			t.changed(now)
+		}
+	}
+}
 
 // stableFor is how long the system has been stable at now.
 func (t *tracker) stableFor(now time.Time) time.Duration {
+	t.prune(now)
 	if t.since.IsZero() || !t.spike.IsZero() && now.Sub(t.spike) > t.maxSpike {
 		return 0
 	}
