@@ -148,7 +148,8 @@ demo: build
 # 1 in full) and 004 on its 3-way exchange: 361 s of CPU (before the 3-way
 # runs: 174 s, 1 min 29 s on 2 idle cores). make wandering-full runs the
 # papers' lengths (10^6, 100 transients, both readings of the removal
-# rule): 19 min on 2 idle cores. The scenarios run one per CPU at once (-j; the
+# rule): 19 min on 2 idle cores before 004's 3-way scenarios were added (their
+# full lengths are not timed yet: use -wall-limit). The scenarios run one per CPU at once (-j; the
 # results do not depend on it).
 # Seed 004 on its own 3-way exchange: Tables 3-4 at 10^-4 loss and Fig. 1
 # here; the other loss rate, the 4-way control and Table 5 in wandering-full.
