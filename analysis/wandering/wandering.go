@@ -64,6 +64,12 @@ type Manifest struct {
 	// transients (span_s is what was simulated).
 	CutShort  bool   `json:"cut_short,omitempty"`
 	Datagrams uint64 `json:"datagrams"`
+	// Passing is the agents' passing section ("": 002's 4-way exchange),
+	// Drift the bound of the agents' clock drifts (0: one clock), KLoad
+	// 004 §3's k_load = Δop·N/Δmin (0: not a 004 run).
+	Passing string  `json:"passing,omitempty"`
+	Drift   float64 `json:"clock_drift,omitempty"`
+	KLoad   float64 `json:"k_load,omitempty"`
 }
 
 // Clock is an agent's local clock: OffsetS + (1 + Drift)·reference time.
@@ -409,7 +415,29 @@ func (r *Run) TokenCount() []Step {
 // so "exactly one token" would never hold for long; a spike longer than
 // maxSpike (Δmin for the reports) is part of the transient.
 func (r *Run) Stabilizations(maxSpike float64) (durs []float64, unsettled int) {
+	for _, t := range r.Transients(maxSpike) {
+		if !t.Settled {
+			unsettled++
+			continue
+		}
+		durs = append(durs, t.End-t.At)
+	}
+	return durs, unsettled
+}
+
+// Transient is the stretch after an injected loss at At: until End, when
+// the system is stable again (Settled), or until the next loss or the
+// end of the run (not Settled).
+type Transient struct {
+	At, End float64
+	Settled bool
+}
+
+// Transients returns one Transient per injected loss, by Stabilizations'
+// rule of stability.
+func (r *Run) Transients(maxSpike float64) []Transient {
 	s := r.TokenCount()
+	var out []Transient
 	for i, l := range r.Losses {
 		end := r.SpanS
 		if i+1 < len(r.Losses) {
@@ -449,10 +477,10 @@ func (r *Run) Stabilizations(maxSpike float64) (durs []float64, unsettled int) {
 			}
 		}
 		if settled < 0 || spike >= 0 && end-spike > maxSpike {
-			unsettled++
+			out = append(out, Transient{At: l.AtS, End: end})
 			continue
 		}
-		durs = append(durs, settled-l.AtS)
+		out = append(out, Transient{At: l.AtS, End: settled, Settled: true})
 	}
-	return durs, unsettled
+	return out
 }

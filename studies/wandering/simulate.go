@@ -51,6 +51,13 @@ type Scenario struct {
 	// manifest.json's cut_short set. The events up to the cut do not
 	// depend on it; where the cut falls does.
 	WallLimit time.Duration
+	// Profile is the netem profile of every direction ("": Profile);
+	// Passing the agents' passing section (flow YAML, "": the default
+	// 4-way exchange); Drift, when > 0, gives each agent a clock drift
+	// drawn uniformly in [−Drift, Drift] from the seed (scenarios004.go).
+	Profile string
+	Passing string
+	Drift   float64
 }
 
 // Profile of every direction: the paper neglects the passing's duration
@@ -64,9 +71,12 @@ const Profile = "delay 1ms"
 func (s Scenario) experimentYAML() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "name: %s\nseed: %d\nduration: %ds\ndefaults:\n  role: %s\n  profile: %q\n  agent:\n    %s: %s\n",
-		s.Name, s.Seed, int64((s.warmup() + s.Span).Seconds()), s.Role, Profile, s.Role, s.Section)
+		s.Name, s.Seed, int64((s.warmup() + s.Span).Seconds()), s.Role, s.profile(), s.Role, s.Section)
 	if sk := s.skew(); sk > 0 {
 		fmt.Fprintf(&b, "    max_clock_skew: %v\n", sk)
+	}
+	if s.Passing != "" {
+		fmt.Fprintf(&b, "    passing: %s\n", s.Passing)
 	}
 	b.WriteString("agents:\n")
 	for i := range s.N {
@@ -77,7 +87,7 @@ func (s Scenario) experimentYAML() string {
 		if off, drift := s.clock(i); off != 0 || drift != 0 {
 			gen += fmt.Sprintf(", clock: {offset: %v, drift: %.3g}", off, drift)
 		}
-		fmt.Fprintf(&b, "  - {name: %s%s}\n", agentName(i), gen)
+		fmt.Fprintf(&b, "  - {name: %s%s%s}\n", agentName(i), gen, s.clockYAML(i))
 	}
 	return b.String()
 }
@@ -103,7 +113,7 @@ func Simulate(s Scenario, dir string, progress func(string)) (*wandering.Manifes
 	if err != nil {
 		return nil, err
 	}
-	prof, err := netem.Parse(Profile)
+	prof, err := netem.Parse(s.profile())
 	if err != nil {
 		return nil, err
 	}
@@ -122,7 +132,8 @@ func Simulate(s Scenario, dir string, progress func(string)) (*wandering.Manifes
 		}
 	}
 	x.m = &wandering.Manifest{Scenario: s.Name, Role: s.Role, Section: s.Section, N: s.N, Seed: s.Seed,
-		SpanS: s.Span.Seconds(), Epoch: x.t0, Profile: Profile, LossEveryS: s.LossEvery.Seconds()}
+		SpanS: s.Span.Seconds(), Epoch: x.t0, Profile: s.profile(), LossEveryS: s.LossEvery.Seconds(),
+		Passing: s.Passing, Drift: s.Drift, KLoad: s.kload()}
 	if s.LossEvery > 0 {
 		x.m.LossModel, x.m.LossExponential = cmp.Or(s.Loss, LossCrash), s.LossExponential
 	}
@@ -430,22 +441,34 @@ type tracker struct {
 	now          func() time.Time // the world's clock
 	// lost hears of a token lost in transit (token_lost).
 	lost func(agent, token string)
+	// released: when each token was last passed on and not yet received.
+	// On 004's 3-way exchange a lost Commit loses the token with no event
+	// saying so (the receiver never acquired it); one still in transit
+	// after lostAfter is gone.
+	released map[string]time.Time
 }
 
+// lostAfter: a pass ends within seconds (the 3-way receiver gives up
+// Δskip after its Ack, the 4-way one after its linger of 5.5 s).
+const lostAfter = 30 * time.Second
+
 func newTracker() *tracker {
-	return &tracker{holders: map[string]string{}, tokens: map[string]bool{}}
+	return &tracker{holders: map[string]string{}, tokens: map[string]bool{}, released: map[string]time.Time{}}
 }
 
 func (t *tracker) observe(agent string, e eventlog.Event) {
 	switch e.Kind {
 	case eventlog.TokenAcquired:
+		delete(t.released, e.Token)
 		t.holders[e.Token] = agent
 		t.set(e.Token, true, e)
 	case eventlog.TokenReleased:
 		if t.holders[e.Token] == agent {
 			delete(t.holders, e.Token)
+			t.released[e.Token] = t.now()
 		}
 	case eventlog.TokenDiscarded:
+		delete(t.released, e.Token)
 		t.set(e.Token, false, e)
 	case eventlog.TokenLost:
 		delete(t.holders, e.Token)
@@ -512,10 +535,25 @@ func (t *tracker) crashed(agent string, at time.Time) {
 	t.changed(at)
 }
 
-func (t *tracker) alive() int { return len(t.tokens) }
+func (t *tracker) alive() int {
+	t.prune(t.now())
+	return len(t.tokens)
+}
+
+// prune forgets the tokens in transit for longer than lostAfter.
+func (t *tracker) prune(now time.Time) {
+	for tok, at := range t.released {
+		if now.Sub(at) > lostAfter {
+			delete(t.released, tok)
+			delete(t.tokens, tok)
+			t.changed(now)
+		}
+	}
+}
 
 // stableFor is how long the system has been stable at now.
 func (t *tracker) stableFor(now time.Time) time.Duration {
+	t.prune(now)
 	if t.since.IsZero() || !t.spike.IsZero() && now.Sub(t.spike) > t.maxSpike {
 		return 0
 	}
