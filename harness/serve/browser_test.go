@@ -114,8 +114,20 @@ func TestBrowser(t *testing.T) {
 		step(t, ctx, "choose verdict fail and filter",
 			chromedp.Navigate(srv.URL+"/"),
 			chromedp.SetValue(chromedp.CSS(`select[name="verdict"]`), "fail"),
-			chromedp.Click(chromedp.CSS(`form.filters button`)),
-			chromedp.WaitVisible(chromedp.CSS(`#runs`)))
+			chromedp.Click(chromedp.CSS(`form.filters button`)))
+		// The click submits the form: wait for the filtered page itself,
+		// not the #runs of the page the click left.
+		for deadline := time.Now().Add(20 * time.Second); ; {
+			loaded, err := chromedp.Run(ctx, chromedp.Evaluate[bool](
+				`location.search.includes("verdict=fail") && document.readyState === "complete" && document.querySelector("#runs") !== null`))
+			if err == nil && loaded {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the filtered page did not load: %v", err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
 		loc := value(t, ctx, "read the location", chromedp.Location())
 		rows := value(t, ctx, "count the runs listed", chromedp.Evaluate[int](`document.querySelectorAll("#runs tr td:first-child a").length`))
 		first := value(t, ctx, "read the run listed", chromedp.Text(chromedp.CSS(`#runs tr td:first-child a`)))
