@@ -45,6 +45,12 @@ test-unit: fmt-check
 	$(GO) vet ./...
 	$(GO) test -short -count=1 -timeout 10m ./...
 
+# The passing model check at its deepest bound: two retries of every
+# message besides make test's bounds (minutes of CPU).
+model-check: deps
+	$(GO) test -count=1 -timeout 60m -run 'TestModel' ./agent/passing -args -model.deep
+.PHONY: model-check
+
 # Run every fuzz target for FUZZTIME each (go test allows one target per run).
 FUZZTIME ?= 60s
 fuzz: deps
