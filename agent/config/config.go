@@ -325,6 +325,47 @@ func (c *Config) Validate() (*Resolved, error) {
 		c.errorf("$.directory_ttl", "must not be negative")
 	}
 
+	pc := c.passingConfig()
+
+	// Every policy section present is checked, the role's own resolved
+	// even when absent (its defaults). Compressed time: the policies
+	// divide their durations by the time scale; the passing timeouts are
+	// network time.
+	scaled := pc.Scaled(r.NetworkTimeScale)
+	roles := slices.Sorted(maps.Keys(c.Policies))
+	if circulation.Known(r.Role) && c.Policies[r.Role] == nil {
+		roles = append(roles, r.Role)
+	}
+	for _, role := range roles {
+		env := circulation.Env{TimeScale: r.TimeScale, Generate: c.Generate, Join: c.Join, Transit: 2 * scaled.MoveTimeout,
+			Errorf: func(field, format string, a ...any) {
+				c.errorf(strings.TrimSuffix("$."+role+"."+field, "."), format, a...)
+			}}
+		pcfg, err := circulation.Resolve(role, c.Policies[role], env)
+		if err != nil {
+			c.errorf("$."+role, "%v", err)
+		}
+		if role == r.Role {
+			r.Policy = pcfg
+		}
+	}
+	if err := c.file.Err(); err != nil {
+		return nil, err
+	}
+
+	// Compressed time: paper durations divided by the scales.
+	k, kn := r.TimeScale, r.NetworkTimeScale
+	r.Passing = pc.Scaled(kn)
+	div := func(d time.Duration) time.Duration { return time.Duration(float64(d) / k) }
+	r.DirectoryTTL = div(c.DirectoryTTL)
+	r.Clock = c.Clock.Scaled(k)
+	return r, nil
+}
+
+// passingConfig resolves the passing section (the exchange, 002 §3 or
+// 004 §4, its timeouts and retries) and the testing fault, reporting
+// every error at its field.
+func (c *Config) passingConfig() passing.Config {
 	pc := passing.DefaultConfig()
 	if _, err := passing.LookupExchange(c.Passing.Exchange); err != nil {
 		c.errorf("$.passing.exchange", "%v", err)
@@ -366,38 +407,5 @@ func (c *Config) Validate() (*Resolved, error) {
 		}
 		pc.Linger = *c.Passing.Linger
 	}
-
-	// Every policy section present is checked, the role's own resolved
-	// even when absent (its defaults). Compressed time: the policies
-	// divide their durations by the time scale; the passing timeouts are
-	// network time.
-	scaled := pc.Scaled(r.NetworkTimeScale)
-	roles := slices.Sorted(maps.Keys(c.Policies))
-	if circulation.Known(r.Role) && c.Policies[r.Role] == nil {
-		roles = append(roles, r.Role)
-	}
-	for _, role := range roles {
-		env := circulation.Env{TimeScale: r.TimeScale, Generate: c.Generate, Join: c.Join, Transit: 2 * scaled.MoveTimeout,
-			Errorf: func(field, format string, a ...any) {
-				c.errorf(strings.TrimSuffix("$."+role+"."+field, "."), format, a...)
-			}}
-		pcfg, err := circulation.Resolve(role, c.Policies[role], env)
-		if err != nil {
-			c.errorf("$."+role, "%v", err)
-		}
-		if role == r.Role {
-			r.Policy = pcfg
-		}
-	}
-	if err := c.file.Err(); err != nil {
-		return nil, err
-	}
-
-	// Compressed time: paper durations divided by the scales.
-	k, kn := r.TimeScale, r.NetworkTimeScale
-	r.Passing = pc.Scaled(kn)
-	div := func(d time.Duration) time.Duration { return time.Duration(float64(d) / k) }
-	r.DirectoryTTL = div(c.DirectoryTTL)
-	r.Clock = c.Clock.Scaled(k)
-	return r, nil
+	return pc
 }
