@@ -240,7 +240,9 @@ func TestShardFailedForGoodIsNamedByTheMerge(t *testing.T) {
 // harness campaign submit --slurm: each sharded run of the campaign file
 // is an array and a merge, a job that is not one stays on the submit host
 // and says so, and the index job runs after the merges, building the
-// results database; harness campaign status reads the jobs back.
+// results database; harness campaign status reads the jobs back. A job's
+// overrides, and --set's after them, run on the cluster: the merged run
+// records them and its campaign and job as campaign run would.
 func TestCampaignSubmitOnCluster(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -249,14 +251,14 @@ func TestCampaignSubmitOnCluster(t *testing.T) {
 	night := fmt.Sprintf(`name: night-test
 jobs:
   - {name: four, experiment: %s, backend: sim, replicas: 4}
-  - {name: two, experiment: %s, backend: sim, replicas: 2, duration: 600s}
+  - {name: two, experiment: %s, backend: sim, replicas: 2, duration: 600s, overrides: {seed: 5}}
   - {name: seeds, experiment: %s, backend: sim, seeds: [1, 2]}
 `, x.exp, x.exp, x.exp)
 	if err := os.WriteFile(file, []byte(night), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	results := filepath.Join(x.c.Dir, "jobs", "results")
-	out, err := x.c.Output(ctx, x.harness, "campaign", "submit", "--slurm", "--results", results, "--shards", "2", "--id", "night1", file)
+	out, err := x.c.Output(ctx, x.harness, "campaign", "submit", "--slurm", "--results", results, "--shards", "2", "--id", "night1", "--set", "two:seed=6", file)
 	if err != nil {
 		t.Fatalf("campaign submit: %v\n%s", err, out)
 	}
@@ -278,6 +280,26 @@ jobs:
 	merged, _ := filepath.Glob(filepath.Join(results, "tb*", "summary.json"))
 	if len(merged) != 2 {
 		t.Errorf("merged runs %v: want two", merged)
+	}
+	tagged := 0
+	for _, m := range merged {
+		var info struct {
+			Campaign, Job string
+			Overrides     map[string]string
+		}
+		b, _ := os.ReadFile(filepath.Join(filepath.Dir(m), "run.json"))
+		if err := json.Unmarshal(b, &info); err != nil || info.Campaign != "night1" {
+			t.Errorf("%s: campaign %q (%v)", m, info.Campaign, err)
+		}
+		if info.Job == "two" {
+			tagged++
+			if info.Overrides["seed"] != "6" {
+				t.Errorf("job two's run.json overrides %v: want seed 6 (--set after the file's 5)", info.Overrides)
+			}
+		}
+	}
+	if tagged != 1 {
+		t.Errorf("%d merged runs of job two: want one", tagged)
 	}
 	if _, err := os.Stat(filepath.Join(results, "results.db")); err != nil {
 		log, _ := os.ReadFile(filepath.Join(results, "slurm", "index.out"))

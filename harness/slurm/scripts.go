@@ -36,6 +36,10 @@ type Job struct {
 	Experiment string   // experiment file, absolute
 	Shards     int      // array size
 	RunArgs    []string // further harness run flags (e.g. --backend sim)
+	// Env is KEY=VALUE pairs each shard exports before it runs: a
+	// campaign's tags (results.CampaignEnv and the rest), which the
+	// shards' run.json record and the merge keeps.
+	Env []string
 }
 
 // Site is where and as whom the jobs run.
@@ -60,7 +64,10 @@ type Script struct {
 	After []int
 }
 
-var namePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
+var (
+	namePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
+	envName     = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+)
 
 func (s Site) check() error {
 	if !filepath.IsAbs(s.Harness) {
@@ -97,10 +104,15 @@ func (j Job) check() error {
 	if j.RunID == "" {
 		return fmt.Errorf("job %s: no run ID", j.Name)
 	}
+	for _, kv := range j.Env {
+		if k, _, ok := strings.Cut(kv, "="); !ok || !envName.MatchString(k) {
+			return fmt.Errorf("job %s: environment %q: want NAME=VALUE", j.Name, kv)
+		}
+	}
 	return nil
 }
 
-var scripts = template.Must(template.New("").Funcs(template.FuncMap{"q": quote, "qs": quoteAll}).Parse(`
+var scripts = template.Must(template.New("").Funcs(template.FuncMap{"q": quote, "qs": quoteAll, "env": quoteEnv}).Parse(`
 {{define "head"}}#!/bin/sh
 #SBATCH --job-name={{.Name}}
 #SBATCH --output={{q .Log}}
@@ -120,7 +132,8 @@ shard=$((SLURM_ARRAY_TASK_ID + 1))
 dir={{q .ShardRoot}}/$shard
 rm -rf "$dir"
 mkdir -p "$dir"
-exec {{q .Site.Harness}} run --run-id {{.Job.RunID}} --shard "$shard/{{.Job.Shards}}" --results "$dir" --no-analyze{{qs .Job.RunArgs}} {{q .Job.Experiment}}
+{{range .Job.Env}}export {{env .}}
+{{end}}exec {{q .Site.Harness}} run --run-id {{.Job.RunID}} --shard "$shard/{{.Job.Shards}}" --results "$dir" --no-analyze{{qs .Job.RunArgs}} {{q .Job.Experiment}}
 {{end}}
 {{define "merge"}}{{template "head" .}}#SBATCH --ntasks=1
 # Runs after every shard has ended, whether it succeeded or not: harness
@@ -221,6 +234,12 @@ func quote(s string) string {
 		return s
 	}
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// quoteEnv is KEY=VALUE with VALUE one shell word.
+func quoteEnv(kv string) string {
+	k, v, _ := strings.Cut(kv, "=")
+	return k + "=" + quote(v)
 }
 
 // quoteAll is each of args quoted, each after a space.
