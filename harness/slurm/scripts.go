@@ -137,8 +137,8 @@ mkdir -p "$dir"
 {{end}}
 {{define "merge"}}{{template "head" .}}#SBATCH --ntasks=1
 # Runs after every shard has ended, whether it succeeded or not: harness
-# merge names the shards that are missing, and their replicas are not
-# judged.
+# merge names the shards that are missing, their replicas are not judged,
+# and it exits 1.
 set -eu
 exec {{q .Site.Harness}} merge -o {{q .Merged}} {{q .ShardRoot}}/*/*
 {{end}}
