@@ -109,18 +109,17 @@ func cmdCampaignSubmit(ctx context.Context, args []string, stdout, stderr io.Wri
 	return exitOK
 }
 
-// slurmJob is campaign job j as one sharded run, or why it is not one.
-// Its shards are tagged with the campaign ID and the job as campaign run
-// tags its runs; an overridden experiment is written into the
-// submission's directory dir as JOB.yaml, and the shards run it.
+// slurmJob is campaign job j as one sharded run, or as an array of whole
+// runs (one per seed), or why it is neither. Its runs are tagged with the
+// campaign ID and the job as campaign run tags its runs; an overridden
+// experiment is written into the submission's directory dir (JOB.yaml,
+// JOB-seedN.yaml), and the tasks run it.
 func slurmJob(j campaign.Job, maxShards int, agent, dir, id string) (slurm.Job, string) {
 	switch {
 	case j.Kind() == campaign.KindStudy:
 		return slurm.Job{}, "a study (its own runs, not one sharded run)"
 	case j.Swarm > 0:
 		return slurm.Job{}, "a swarm (harness swarm --shard is not submitted yet)"
-	case len(j.Seeds) > 0:
-		return slurm.Job{}, "one run per seed (not mapped onto arrays yet)"
 	case j.Backend == "container":
 		return slurm.Job{}, "containers (every node would need the image)"
 	}
@@ -128,29 +127,9 @@ func slurmJob(j campaign.Job, maxShards int, agent, dir, id string) (slurm.Job, 
 	if err != nil {
 		return slurm.Job{}, err.Error()
 	}
-	env := []string{results.CampaignEnv + "=" + id, results.JobEnv + "=" + j.Name}
-	if len(j.Overrides) > 0 {
-		var err error
-		if exp, err = hcampaign.WriteOverridden(exp, dir, j.Name+".yaml", j.Overrides); err != nil {
-			return slurm.Job{}, "overrides: " + err.Error()
-		}
-		b, _ := json.Marshal(hcampaign.Tags(j.Overrides)) // map[string]string: cannot fail
-		env = append(env, results.OverridesEnv+"="+string(b))
-	}
-	e, err := experiments.Load(exp)
-	if err != nil {
-		return slurm.Job{}, "experiment: " + err.Error()
-	}
 	b := j.Backend
 	if b == "" {
 		b = "netns"
-	}
-	replicas := e.Replicas
-	if b == sim.Name {
-		replicas = 1 // as harness run --backend sim: one continuous replica
-	}
-	if j.Replicas > 0 {
-		replicas = j.Replicas
 	}
 	args := []string{"--backend", b}
 	if b != sim.Name {
@@ -162,11 +141,56 @@ func slurmJob(j campaign.Job, maxShards int, agent, dir, id string) (slurm.Job, 
 	if j.Duration > 0 {
 		args = append(args, "--duration", j.Duration.String())
 	}
+	if len(j.Seeds) > 0 {
+		out := slurm.Job{Name: j.Name, RunArgs: args}
+		for _, seed := range j.Seeds {
+			over := map[string]any{"seed": seed}
+			for k, v := range j.Overrides {
+				over[k] = v
+			}
+			file, env, err := tagged(exp, dir, fmt.Sprintf("%s-seed%d.yaml", j.Name, seed), id, j.Name, over)
+			if err != nil {
+				return slurm.Job{}, err.Error()
+			}
+			out.Runs = append(out.Runs, slurm.Run{RunID: runner.NewRunID(), Experiment: file, Env: env})
+		}
+		return out, ""
+	}
+	exp, env, err := tagged(exp, dir, j.Name+".yaml", id, j.Name, j.Overrides)
+	if err != nil {
+		return slurm.Job{}, err.Error()
+	}
+	e, err := experiments.Load(exp)
+	if err != nil {
+		return slurm.Job{}, "experiment: " + err.Error()
+	}
+	replicas := e.Replicas
+	if b == sim.Name {
+		replicas = 1 // as harness run --backend sim: one continuous replica
+	}
+	if j.Replicas > 0 {
+		replicas = j.Replicas
+	}
 	shards := replicas
 	if maxShards > 0 && shards > maxShards {
 		shards = maxShards
 	}
 	return slurm.Job{Name: j.Name, RunID: runner.NewRunID(), Experiment: exp, Shards: shards, RunArgs: args, Env: env}, ""
+}
+
+// tagged is the experiment a run of job runs (exp, or exp after over
+// written into dir as name) and the environment that tags the run.
+func tagged(exp, dir, name, id, job string, over map[string]any) (string, []string, error) {
+	env := []string{results.CampaignEnv + "=" + id, results.JobEnv + "=" + job}
+	if len(over) == 0 {
+		return exp, env, nil
+	}
+	exp, err := hcampaign.WriteOverridden(exp, dir, name, over)
+	if err != nil {
+		return "", nil, fmt.Errorf("overrides: %w", err)
+	}
+	b, _ := json.Marshal(hcampaign.Tags(over)) // map[string]string: cannot fail
+	return exp, append(env, results.OverridesEnv+"="+string(b)), nil
 }
 
 func firstErr(errs ...error) error {

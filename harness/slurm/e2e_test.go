@@ -240,9 +240,9 @@ func TestShardFailedForGoodIsNamedByTheMerge(t *testing.T) {
 }
 
 // harness campaign submit --slurm: each sharded run of the campaign file
-// is an array and a merge, a job that is not one stays on the submit host
-// and says so, and the index job runs after the merges, building the
-// results database; harness campaign status reads the jobs back. A job's
+// is an array and a merge, and the index job runs after the merges, building the
+// results database; harness campaign status reads the jobs back. A
+// per-seed job is an array of whole runs, one per seed. A job's
 // overrides, and --set's after them, run on the cluster: the merged run
 // records them and its campaign and job as campaign run would.
 func TestCampaignSubmitOnCluster(t *testing.T) {
@@ -265,25 +265,25 @@ jobs:
 		t.Fatalf("campaign submit: %v\n%s", err, out)
 	}
 	t.Logf("harness campaign submit --slurm:\n%s", out)
-	if !strings.Contains(string(out), "stays on the submit host: seeds") {
-		t.Errorf("the per-seed job is not named as staying on the submit host")
+	if strings.Contains(string(out), "stays on the submit host") {
+		t.Errorf("a job stays on the submit host")
 	}
 	dir := filepath.Join(results, "slurm", "night1")
 	subs, err := ReadSubmission(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(subs) != 5 || subs[4].Kind != "index" {
-		t.Fatalf("submitted %+v: want two arrays, two merges, an index", subs)
+	if len(subs) != 6 || subs[4].Kind != "array" || subs[4].Tasks != 2 || subs[5].Kind != "index" {
+		t.Fatalf("submitted %+v: want two arrays, two merges, the seeds' array, an index", subs)
 	}
 	if v, bad := x.wait(t, ctx, subs); v != "completed" {
 		t.Fatalf("campaign %s: %+v", v, bad)
 	}
 	merged, _ := filepath.Glob(filepath.Join(results, "tb*", "summary.json"))
-	if len(merged) != 2 {
-		t.Errorf("merged runs %v: want two", merged)
+	if len(merged) != 4 {
+		t.Errorf("runs %v: want two merged, two seeds'", merged)
 	}
-	tagged := 0
+	tagged, seeds := 0, ""
 	for _, m := range merged {
 		var info struct {
 			Campaign, Job string
@@ -299,6 +299,12 @@ jobs:
 				t.Errorf("job two's run.json overrides %v: want seed 6 (--set after the file's 5)", info.Overrides)
 			}
 		}
+		if info.Job == "seeds" {
+			seeds += info.Overrides["seed"]
+		}
+	}
+	if seeds != "12" && seeds != "21" {
+		t.Errorf("the seeds job's runs have seeds %q: want 1 and 2", seeds)
 	}
 	if tagged != 1 {
 		t.Errorf("%d merged runs of job two: want one", tagged)
