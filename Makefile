@@ -10,7 +10,7 @@ export CGO_ENABLED := 0
 GOFLAGS_BUILD := -trimpath -buildvcs=auto
 BACKEND   ?= netns
 
-.PHONY: all deps build test test-unit vet fmt-check fuzz bench bench-sim validate-netem validate-sim demo endurance endurance-smoke endurance-replica nightly index trend clean clean-host image wandering wandering-full wandering-compare wandering-real
+.PHONY: all deps build test test-unit vet fmt-check fuzz bench bench-sim validate-netem validate-sim demo endurance endurance-smoke endurance-replica nightly slurm-night index trend clean clean-host image wandering wandering-full wandering-compare wandering-real
 
 all: build
 
@@ -138,6 +138,18 @@ endurance-replica: build
 CAMPAIGN ?= experiments/nightly.yaml
 nightly: build
 	./$(BIN)/harness campaign run $(CAMPAIGN_FLAGS) $(CAMPAIGN)
+
+# The night on the in-namespace Slurm cluster (docs/cluster.md): two nodes
+# of one CPU each, so that at most two jobs run at once on this 2-core
+# machine, and at most two shards per job (endurance-netns: two shards of
+# 8 replicas side by side); waits for every job, prints the job table as
+# Slurm reports it, removes the cluster; exit 1 if a job failed. Root.
+# The jobs the engine does not submit are named, not run (make nightly
+# runs them). SUBMIT_FLAGS adds harness campaign submit flags (--id, --set).
+slurm-night: build
+	$(GO) build $(GOFLAGS_BUILD) -o $(BIN)/slurmcluster ./cmd/slurmcluster
+	./$(BIN)/slurmcluster -nodes 2 -cpus 1 -- $(CURDIR)/$(BIN)/harness campaign submit --slurm --shards 2 \
+		--results $(CURDIR)/results --agent $(CURDIR)/$(BIN)/agent $(SUBMIT_FLAGS) $(CAMPAIGN)
 
 # Rebuild results/results.db from the results directories.
 index: build

@@ -41,6 +41,8 @@ func cmdCampaign(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	id := fs.String("id", "", "campaign ID (default: c and the start time, UTC)")
 	agent := fs.String("agent", agentBinary(), "agent binary, for the jobs on real backends")
 	check := fs.Bool("check", false, "parse the campaign file and its experiments, print the jobs, run nothing")
+	var sets setFlags
+	fs.Var(&sets, "set", "JOB:PATH=VALUE: override an experiment field of job JOB, after the file's overrides (repeatable)")
 	if code, stop := cli.Parse(fs, args[1:], stdout); stop {
 		return code
 	}
@@ -57,6 +59,9 @@ func cmdCampaign(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		c, err = campaign.Load(file, opts)
 	} else {
 		c, err = campaign.Parse("experiments/nightly.yaml (embedded)", raw, opts)
+	}
+	if err == nil {
+		err = c.ApplySets(sets, opts)
 	}
 	if err != nil {
 		fmt.Fprintln(stderr, "harness campaign run: campaign:")

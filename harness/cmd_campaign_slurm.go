@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -17,7 +18,23 @@ import (
 	"tokenbed/harness/sim"
 	"tokenbed/harness/slurm"
 	"tokenbed/internal/cli"
+	"tokenbed/internal/results"
 )
+
+// setFlags are --set JOB:PATH=VALUE flags, each checked as it is given
+// (its job and the experiment after it are checked by ApplySets).
+type setFlags []campaign.Set
+
+func (s *setFlags) String() string { return fmt.Sprint(len(*s)) + " sets" }
+
+func (s *setFlags) Set(v string) error {
+	x, err := campaign.ParseSet(v)
+	if err != nil {
+		return err
+	}
+	*s = append(*s, x)
+	return nil
+}
 
 // cmdCampaignSubmit is harness campaign submit --slurm FILE: each job
 // that is one sharded run becomes a job array and a merge; an index job
@@ -33,6 +50,8 @@ func cmdCampaignSubmit(ctx context.Context, args []string, stdout, stderr io.Wri
 	account := fs.String("account", "", "the Slurm account (default: the user's default)")
 	agent := fs.String("agent", agentBinary(), "agent binary every node runs, for the jobs on real backends")
 	id := fs.String("id", "", "campaign ID (default: c and the submit time, UTC)")
+	var sets setFlags
+	fs.Var(&sets, "set", "JOB:PATH=VALUE: override an experiment field of job JOB, after the file's overrides (repeatable)")
 	if code, stop := cli.Parse(fs, args, stdout); stop {
 		return code
 	}
@@ -40,7 +59,11 @@ func cmdCampaignSubmit(ctx context.Context, args []string, stdout, stderr io.Wri
 		fmt.Fprintln(stderr, "usage: harness campaign submit --slurm [flags] CAMPAIGN.yaml")
 		return exitUsage
 	}
-	c, err := campaign.Load(fs.Arg(0), campaign.Options{Studies: hcampaign.IsStudy, Known: hcampaign.Studies(), Backends: backend.Names()})
+	opts := campaign.Options{Studies: hcampaign.IsStudy, Known: hcampaign.Studies(), Backends: backend.Names()}
+	c, err := campaign.Load(fs.Arg(0), opts)
+	if err == nil {
+		err = c.ApplySets(sets, opts)
+	}
 	if err != nil {
 		fmt.Fprintln(stderr, "harness campaign submit: campaign:")
 		fmt.Fprintln(stderr, err)
@@ -63,9 +86,10 @@ func cmdCampaignSubmit(ctx context.Context, args []string, stdout, stderr io.Wri
 		fmt.Fprintln(stderr, "harness campaign submit:", err)
 		return exitUsage
 	}
+	dir := filepath.Join(absRoot, "slurm", *id)
 	var jobs []slurm.Job
 	for _, j := range c.Jobs {
-		sj, why := slurmJob(j, *maxShards, absAgent)
+		sj, why := slurmJob(j, *maxShards, absAgent, dir, *id)
 		if why != "" {
 			fmt.Fprintf(stdout, "stays on the submit host: %-24s %s\n", j.Name, why)
 			continue
@@ -78,7 +102,6 @@ func cmdCampaignSubmit(ctx context.Context, args []string, stdout, stderr io.Wri
 		fmt.Fprintln(stderr, "harness campaign submit:", err)
 		return exitUsage
 	}
-	dir := filepath.Join(absRoot, "slurm", *id)
 	if !submitSaying(ctx, "harness campaign submit", dir, site, plan, stdout, stderr) {
 		return exitRunError
 	}
@@ -86,17 +109,17 @@ func cmdCampaignSubmit(ctx context.Context, args []string, stdout, stderr io.Wri
 	return exitOK
 }
 
-// slurmJob is campaign job j as one sharded run, or why it is not one.
-func slurmJob(j campaign.Job, maxShards int, agent string) (slurm.Job, string) {
+// slurmJob is campaign job j as one sharded run, or as an array of whole
+// runs (one per seed), or why it is neither. Its runs are tagged with the
+// campaign ID and the job as campaign run tags its runs; an overridden
+// experiment is written into the submission's directory dir (JOB.yaml,
+// JOB-seedN.yaml), and the tasks run it.
+func slurmJob(j campaign.Job, maxShards int, agent, dir, id string) (slurm.Job, string) {
 	switch {
 	case j.Kind() == campaign.KindStudy:
 		return slurm.Job{}, "a study (its own runs, not one sharded run)"
 	case j.Swarm > 0:
 		return slurm.Job{}, "a swarm (harness swarm --shard is not submitted yet)"
-	case len(j.Seeds) > 0:
-		return slurm.Job{}, "one run per seed (not mapped onto arrays yet)"
-	case len(j.Overrides) > 0:
-		return slurm.Job{}, "overrides (the overridden experiment is written by campaign run)"
 	case j.Backend == "container":
 		return slurm.Job{}, "containers (every node would need the image)"
 	}
@@ -104,20 +127,9 @@ func slurmJob(j campaign.Job, maxShards int, agent string) (slurm.Job, string) {
 	if err != nil {
 		return slurm.Job{}, err.Error()
 	}
-	e, err := experiments.Load(exp)
-	if err != nil {
-		return slurm.Job{}, "experiment: " + err.Error()
-	}
 	b := j.Backend
 	if b == "" {
 		b = "netns"
-	}
-	replicas := e.Replicas
-	if b == sim.Name {
-		replicas = 1 // as harness run --backend sim: one continuous replica
-	}
-	if j.Replicas > 0 {
-		replicas = j.Replicas
 	}
 	args := []string{"--backend", b}
 	if b != sim.Name {
@@ -129,11 +141,56 @@ func slurmJob(j campaign.Job, maxShards int, agent string) (slurm.Job, string) {
 	if j.Duration > 0 {
 		args = append(args, "--duration", j.Duration.String())
 	}
+	if len(j.Seeds) > 0 {
+		out := slurm.Job{Name: j.Name, RunArgs: args}
+		for _, seed := range j.Seeds {
+			over := map[string]any{"seed": seed}
+			for k, v := range j.Overrides {
+				over[k] = v
+			}
+			file, env, err := tagged(exp, dir, fmt.Sprintf("%s-seed%d.yaml", j.Name, seed), id, j.Name, over)
+			if err != nil {
+				return slurm.Job{}, err.Error()
+			}
+			out.Runs = append(out.Runs, slurm.Run{RunID: runner.NewRunID(), Experiment: file, Env: env})
+		}
+		return out, ""
+	}
+	exp, env, err := tagged(exp, dir, j.Name+".yaml", id, j.Name, j.Overrides)
+	if err != nil {
+		return slurm.Job{}, err.Error()
+	}
+	e, err := experiments.Load(exp)
+	if err != nil {
+		return slurm.Job{}, "experiment: " + err.Error()
+	}
+	replicas := e.Replicas
+	if b == sim.Name {
+		replicas = 1 // as harness run --backend sim: one continuous replica
+	}
+	if j.Replicas > 0 {
+		replicas = j.Replicas
+	}
 	shards := replicas
 	if maxShards > 0 && shards > maxShards {
 		shards = maxShards
 	}
-	return slurm.Job{Name: j.Name, RunID: runner.NewRunID(), Experiment: exp, Shards: shards, RunArgs: args}, ""
+	return slurm.Job{Name: j.Name, RunID: runner.NewRunID(), Experiment: exp, Shards: shards, RunArgs: args, Env: env}, ""
+}
+
+// tagged is the experiment a run of job runs (exp, or exp after over
+// written into dir as name) and the environment that tags the run.
+func tagged(exp, dir, name, id, job string, over map[string]any) (string, []string, error) {
+	env := []string{results.CampaignEnv + "=" + id, results.JobEnv + "=" + job}
+	if len(over) == 0 {
+		return exp, env, nil
+	}
+	exp, err := hcampaign.WriteOverridden(exp, dir, name, over)
+	if err != nil {
+		return "", nil, fmt.Errorf("overrides: %w", err)
+	}
+	b, _ := json.Marshal(hcampaign.Tags(over)) // map[string]string: cannot fail
+	return exp, append(env, results.OverridesEnv+"="+string(b)), nil
 }
 
 func firstErr(errs ...error) error {

@@ -39,11 +39,17 @@ func cmdMerge(args []string, stdout, stderr io.Writer) int {
 		return exitRunError
 	}
 	fmt.Fprintf(stdout, "merged: %s (shards %s)\n", res.Dir, strings.Join(res.Shards, ", "))
+	code := exitOK
+	if !*noAnalyze {
+		code = analyzeDir(res.Dir, stdout, stderr)
+	}
+	// A merge without every shard is not the run: it fails, so that a
+	// Slurm merge job says so too, not only the array task that failed.
 	if len(res.MissingShards) > 0 {
 		fmt.Fprintf(stderr, "harness merge: shards %s missing: replicas %v not judged\n", strings.Join(res.MissingShards, ", "), res.MissingReplicas)
+		if code == exitOK {
+			code = exitFailed
+		}
 	}
-	if *noAnalyze {
-		return exitOK
-	}
-	return analyzeDir(res.Dir, stdout, stderr)
+	return code
 }

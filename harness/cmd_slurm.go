@@ -140,8 +140,8 @@ func cmdSlurm(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintln(stderr, "harness slurm status:", err)
 		return exitRunError
 	}
-	fmt.Fprint(stdout, slurm.Table(ts))
 	v, bad := slurm.Verdict(ts)
+	fmt.Fprint(stdout, slurm.Table(slurm.Describe(ctx, execSlurm, subs, ts)))
 	fmt.Fprintf(stdout, "submission %s: %s\n", args[1], v)
 	for _, t := range bad {
 		fmt.Fprintf(stdout, "  %s %s: %s (%s)\n", t.Name, t.JobID, t.State, t.Reason)

@@ -131,6 +131,19 @@ func writeExperiment(e Env, name string, data []byte, over map[string]any) (stri
 	return p, os.WriteFile(p, out, 0o644)
 }
 
+// WriteOverridden writes experiment file exp after the overrides into
+// dir as name and returns its path: what the Slurm engine's shards run.
+func WriteOverridden(exp, dir, name string, over map[string]any) (string, error) {
+	b, err := strictyaml.ReadFile(exp)
+	if err != nil {
+		return "", err
+	}
+	return writeExperiment(Env{JobDir: dir}, name, b, over)
+}
+
+// Tags are overrides as run.json records them (results.OverridesEnv).
+func Tags(over map[string]any) map[string]string { return tags(over) }
+
 // tags are overrides as run.json records them: each value as YAML text.
 func tags(over map[string]any) map[string]string {
 	if len(over) == 0 {

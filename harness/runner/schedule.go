@@ -36,11 +36,12 @@ type shardStep struct {
 }
 
 // faultWeight is how many faults a step of another shard's replica
-// counts for in the numbering (apply, crash, cut): one for a profile
-// change, an outage, a partition or a crash, none for the rest.
+// counts for in the numbering (apply, crash, cut, loseToken): one for a
+// profile change, an outage, a partition, a crash or a lost token, none
+// for the rest.
 func faultWeight(s experiments.Step) int {
 	switch s.Action {
-	case experiments.ActProfile, experiments.ActOutage, experiments.ActPartition, experiments.ActCrash:
+	case experiments.ActProfile, experiments.ActOutage, experiments.ActPartition, experiments.ActCrash, experiments.ActLoseToken:
 		return 1
 	}
 	return 0

@@ -212,8 +212,10 @@ func TestShardFailedForGoodIsNamedByTheMerge(t *testing.T) {
 	v, bad := x.wait(t, ctx, subs)
 	// Slurm 22.05 forgets a pending array task once cancelled: squeue
 	// and scontrol no longer report it, so status says UNKNOWN.
-	if v != "failed" || len(bad) != 1 || bad[0].JobID != subs[0].JobID+"_1" || (bad[0].State != "CANCELLED" && bad[0].State != "UNKNOWN") {
-		t.Errorf("submission %s, not completed %+v; want failed, naming task _1", v, bad)
+	// The merge ran (afterany) and failed: a shard is missing.
+	if v != "failed" || len(bad) != 2 || bad[0].JobID != subs[0].JobID+"_1" || (bad[0].State != "CANCELLED" && bad[0].State != "UNKNOWN") ||
+		bad[1].JobID != subs[1].JobID || bad[1].State != "FAILED" {
+		t.Errorf("submission %s, not completed %+v; want failed, naming task _1 and the merge", v, bad)
 	}
 	b, err := os.ReadFile(filepath.Join(results, id, "run.json"))
 	if err != nil {
@@ -238,9 +240,11 @@ func TestShardFailedForGoodIsNamedByTheMerge(t *testing.T) {
 }
 
 // harness campaign submit --slurm: each sharded run of the campaign file
-// is an array and a merge, a job that is not one stays on the submit host
-// and says so, and the index job runs after the merges, building the
-// results database; harness campaign status reads the jobs back.
+// is an array and a merge, and the index job runs after the merges, building the
+// results database; harness campaign status reads the jobs back. A
+// per-seed job is an array of whole runs, one per seed. A job's
+// overrides, and --set's after them, run on the cluster: the merged run
+// records them and its campaign and job as campaign run would.
 func TestCampaignSubmitOnCluster(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -249,35 +253,61 @@ func TestCampaignSubmitOnCluster(t *testing.T) {
 	night := fmt.Sprintf(`name: night-test
 jobs:
   - {name: four, experiment: %s, backend: sim, replicas: 4}
-  - {name: two, experiment: %s, backend: sim, replicas: 2, duration: 600s}
+  - {name: two, experiment: %s, backend: sim, replicas: 2, duration: 600s, overrides: {seed: 5}}
   - {name: seeds, experiment: %s, backend: sim, seeds: [1, 2]}
 `, x.exp, x.exp, x.exp)
 	if err := os.WriteFile(file, []byte(night), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	results := filepath.Join(x.c.Dir, "jobs", "results")
-	out, err := x.c.Output(ctx, x.harness, "campaign", "submit", "--slurm", "--results", results, "--shards", "2", "--id", "night1", file)
+	out, err := x.c.Output(ctx, x.harness, "campaign", "submit", "--slurm", "--results", results, "--shards", "2", "--id", "night1", "--set", "two:seed=6", file)
 	if err != nil {
 		t.Fatalf("campaign submit: %v\n%s", err, out)
 	}
 	t.Logf("harness campaign submit --slurm:\n%s", out)
-	if !strings.Contains(string(out), "stays on the submit host: seeds") {
-		t.Errorf("the per-seed job is not named as staying on the submit host")
+	if strings.Contains(string(out), "stays on the submit host") {
+		t.Errorf("a job stays on the submit host")
 	}
 	dir := filepath.Join(results, "slurm", "night1")
 	subs, err := ReadSubmission(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(subs) != 5 || subs[4].Kind != "index" {
-		t.Fatalf("submitted %+v: want two arrays, two merges, an index", subs)
+	if len(subs) != 6 || subs[4].Kind != "array" || subs[4].Tasks != 2 || subs[5].Kind != "index" {
+		t.Fatalf("submitted %+v: want two arrays, two merges, the seeds' array, an index", subs)
 	}
 	if v, bad := x.wait(t, ctx, subs); v != "completed" {
 		t.Fatalf("campaign %s: %+v", v, bad)
 	}
 	merged, _ := filepath.Glob(filepath.Join(results, "tb*", "summary.json"))
-	if len(merged) != 2 {
-		t.Errorf("merged runs %v: want two", merged)
+	if len(merged) != 4 {
+		t.Errorf("runs %v: want two merged, two seeds'", merged)
+	}
+	tagged, seeds := 0, ""
+	for _, m := range merged {
+		var info struct {
+			Campaign, Job string
+			Overrides     map[string]string
+		}
+		b, _ := os.ReadFile(filepath.Join(filepath.Dir(m), "run.json"))
+		if err := json.Unmarshal(b, &info); err != nil || info.Campaign != "night1" {
+			t.Errorf("%s: campaign %q (%v)", m, info.Campaign, err)
+		}
+		if info.Job == "two" {
+			tagged++
+			if info.Overrides["seed"] != "6" {
+				t.Errorf("job two's run.json overrides %v: want seed 6 (--set after the file's 5)", info.Overrides)
+			}
+		}
+		if info.Job == "seeds" {
+			seeds += info.Overrides["seed"]
+		}
+	}
+	if seeds != "12" && seeds != "21" {
+		t.Errorf("the seeds job's runs have seeds %q: want 1 and 2", seeds)
+	}
+	if tagged != 1 {
+		t.Errorf("%d merged runs of job two: want one", tagged)
 	}
 	if _, err := os.Stat(filepath.Join(results, "results.db")); err != nil {
 		log, _ := os.ReadFile(filepath.Join(results, "slurm", "index.out"))

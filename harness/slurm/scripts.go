@@ -13,8 +13,10 @@
 //	             named by harness merge (its replicas not judged), never
 //	             waited for; the merged run is RESULTS/RUNID
 //
-// A campaign adds one last job, afterany on every merge, that indexes the
-// night into the results database (harness index).
+// A job of several whole runs (a campaign job's seeds) is one array,
+// NAME-runs, task T running run T under its own run ID, with no merge.
+// A campaign adds one last job, afterany on every merge (or runs array),
+// that indexes the night into the results database (harness index).
 //
 // The engine writes text and runs client commands; Slurm does the
 // scheduling. Results go to a directory every node sees: a shared
@@ -36,6 +38,22 @@ type Job struct {
 	Experiment string   // experiment file, absolute
 	Shards     int      // array size
 	RunArgs    []string // further harness run flags (e.g. --backend sim)
+	// Env is KEY=VALUE pairs each shard exports before it runs: a
+	// campaign's tags (results.CampaignEnv and the rest), which the
+	// shards' run.json record and the merge keeps.
+	Env []string
+	// Runs, when given, make the job an array of whole runs, one task
+	// each (a campaign job's seeds), and no merge: Experiment, RunID,
+	// Shards and Env are then not used.
+	Runs []Run
+}
+
+// Run is one whole run of a job of several: its own experiment file
+// (the seed overridden), run ID and tags.
+type Run struct {
+	RunID      string
+	Experiment string // absolute
+	Env        []string
 }
 
 // Site is where and as whom the jobs run.
@@ -60,7 +78,10 @@ type Script struct {
 	After []int
 }
 
-var namePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
+var (
+	namePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
+	envName     = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+)
 
 func (s Site) check() error {
 	if !filepath.IsAbs(s.Harness) {
@@ -88,6 +109,14 @@ func (j Job) check() error {
 	if !namePattern.MatchString(j.Name) {
 		return fmt.Errorf("job name %q: want letters, digits, '.', '_' or '-'", j.Name)
 	}
+	if len(j.Runs) > 0 {
+		for i, r := range j.Runs {
+			if err := (Job{Name: j.Name, RunID: r.RunID, Experiment: r.Experiment, Shards: 1, Env: r.Env}).check(); err != nil {
+				return fmt.Errorf("run %d: %w", i, err)
+			}
+		}
+		return nil
+	}
 	if j.Shards < 1 || j.Shards > 10000 {
 		return fmt.Errorf("job %s: %d shards: want 1 to 10000", j.Name, j.Shards)
 	}
@@ -97,10 +126,15 @@ func (j Job) check() error {
 	if j.RunID == "" {
 		return fmt.Errorf("job %s: no run ID", j.Name)
 	}
+	for _, kv := range j.Env {
+		if k, _, ok := strings.Cut(kv, "="); !ok || !envName.MatchString(k) {
+			return fmt.Errorf("job %s: environment %q: want NAME=VALUE", j.Name, kv)
+		}
+	}
 	return nil
 }
 
-var scripts = template.Must(template.New("").Funcs(template.FuncMap{"q": quote, "qs": quoteAll}).Parse(`
+var scripts = template.Must(template.New("").Funcs(template.FuncMap{"q": quote, "qs": quoteAll, "env": quoteEnv}).Parse(`
 {{define "head"}}#!/bin/sh
 #SBATCH --job-name={{.Name}}
 #SBATCH --output={{q .Log}}
@@ -120,12 +154,33 @@ shard=$((SLURM_ARRAY_TASK_ID + 1))
 dir={{q .ShardRoot}}/$shard
 rm -rf "$dir"
 mkdir -p "$dir"
-exec {{q .Site.Harness}} run --run-id {{.Job.RunID}} --shard "$shard/{{.Job.Shards}}" --results "$dir" --no-analyze{{qs .Job.RunArgs}} {{q .Job.Experiment}}
+{{range .Job.Env}}export {{env .}}
+{{end}}exec {{q .Site.Harness}} run --run-id {{.Job.RunID}} --shard "$shard/{{.Job.Shards}}" --results "$dir" --no-analyze{{qs .Job.RunArgs}} {{q .Job.Experiment}}
+{{end}}
+{{define "runs"}}{{template "head" .}}#SBATCH --array=0-{{.Last}}
+#SBATCH --requeue
+#SBATCH --ntasks=1
+# Task T is the job's run T (one per seed), whole, under its own run ID,
+# judged as harness run judges it. A requeued task starts again from
+# nothing: its earlier, partial run directory goes first.
+set -eu
+case "$SLURM_ARRAY_TASK_ID" in
+{{range $i, $r := .Job.Runs}}{{$i}})
+	run={{$r.RunID}} exp={{q $r.Experiment}}
+{{range $r.Env}}	export {{env .}}
+{{end}}	;;
+{{end}}*)
+	echo "task $SLURM_ARRAY_TASK_ID: the job has {{len .Job.Runs}} runs" >&2
+	exit 2
+	;;
+esac
+rm -rf {{q .Site.Results}}/"$run"
+exec {{q .Site.Harness}} run --run-id "$run" --results {{q .Site.Results}}{{qs .Job.RunArgs}} "$exp"
 {{end}}
 {{define "merge"}}{{template "head" .}}#SBATCH --ntasks=1
 # Runs after every shard has ended, whether it succeeded or not: harness
-# merge names the shards that are missing, and their replicas are not
-# judged.
+# merge names the shards that are missing, their replicas are not judged,
+# and it exits 1.
 set -eu
 exec {{q .Site.Harness}} merge -o {{q .Merged}} {{q .ShardRoot}}/*/*
 {{end}}
@@ -189,6 +244,14 @@ func CampaignPlan(jobs []Job, s Site) ([]Script, error) {
 }
 
 func appendJob(out []Script, j Job, s Site) ([]Script, error) {
+	if len(j.Runs) > 0 {
+		d := scriptData{Site: s, Job: j, Last: len(j.Runs) - 1, Name: j.Name + "-runs", Log: filepath.Join(s.Results, "slurm", j.Name+"-run-%a.out")}
+		text, err := render("runs", d)
+		if err != nil {
+			return nil, err
+		}
+		return append(out, Script{Name: d.Name, Kind: "array", Text: text, Tasks: len(j.Runs)}), nil
+	}
 	d := scriptData{Site: s, Job: j, Last: j.Shards - 1, ShardRoot: filepath.Join(s.Results, "shards", j.RunID),
 		Merged: filepath.Join(s.Results, j.RunID)}
 	d.Name, d.Log = j.Name+"-shards", filepath.Join(s.Results, "slurm", j.Name+"-shard-%a.out")
@@ -221,6 +284,12 @@ func quote(s string) string {
 		return s
 	}
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// quoteEnv is KEY=VALUE with VALUE one shell word.
+func quoteEnv(kv string) string {
+	k, v, _ := strings.Cut(kv, "=")
+	return k + "=" + quote(v)
 }
 
 // quoteAll is each of args quoted, each after a space.

@@ -149,3 +149,23 @@ func TestSubmitChainsDependencies(t *testing.T) {
 		t.Errorf("a refused submission: %v", err)
 	}
 }
+
+// A job of several whole runs (a campaign job's seeds) is one array, task
+// T run T with its own run ID, experiment and tags, and no merge: the
+// index job runs after the array itself.
+func TestSeedRunsArray(t *testing.T) {
+	runs := []Run{{RunID: "tb000011", Experiment: "/r/slurm/c1/ftn-seeds-seed1.yaml", Env: []string{"TOKENBED_JOB=ftn-seeds", `TOKENBED_OVERRIDES={"seed":"1"}`}},
+		{RunID: "tb000012", Experiment: "/r/slurm/c1/ftn-seeds-seed2.yaml", Env: []string{"TOKENBED_JOB=ftn-seeds"}}}
+	plan, err := CampaignPlan([]Job{{Name: "ftn-seeds", Runs: runs, RunArgs: []string{"--backend", "sim"}}}, site)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plan) != 2 || plan[0].Kind != "array" || plan[0].Tasks != 2 || plan[1].Kind != "index" || len(plan[1].After) != 1 || plan[1].After[0] != 0 {
+		t.Fatalf("plan: %+v", plan)
+	}
+	golden(t, "seed-runs.sbatch", plan[0].Text)
+	runs[1].Env = []string{"NOT A NAME=1"}
+	if _, err := CampaignPlan([]Job{{Name: "ftn-seeds", Runs: runs}}, site); err == nil || !strings.Contains(err.Error(), `run 1: job ftn-seeds: environment "NOT A NAME=1": want NAME=VALUE`) {
+		t.Errorf("a bad environment: %v", err)
+	}
+}

@@ -16,6 +16,10 @@ type Task struct {
 	State  string // Slurm's: PENDING, RUNNING, COMPLETED, FAILED, NODE_FAIL, ...
 	Reason string // why pending, or "None"
 	Node   string
+	// Elapsed is the time it ran, as Slurm prints it ([D-]H:MM:SS or
+	// M:SS); Exit is its exit code as scontrol prints it (CODE:SIGNAL),
+	// "" until Describe asks for it.
+	Elapsed, Exit string
 }
 
 // Status reads the state of every job of a submission from Slurm: squeue
@@ -41,7 +45,7 @@ func Status(ctx context.Context, run Commander, subs []Submitted) ([]Task, error
 }
 
 func squeue(ctx context.Context, run Commander, s Submitted) ([]Task, error) {
-	b, err := run(ctx, "squeue", "-h", "-r", "-t", "all", "-j", s.JobID, "-o", "%i|%T|%r|%N")
+	b, err := run(ctx, "squeue", "-h", "-r", "-t", "all", "-j", s.JobID, "-o", "%i|%T|%r|%N|%M")
 	if err != nil {
 		// squeue fails on a job ID slurmctld no longer knows.
 		if strings.Contains(err.Error(), "Invalid job id") {
@@ -52,10 +56,14 @@ func squeue(ctx context.Context, run Commander, s Submitted) ([]Task, error) {
 	var ts []Task
 	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
 		f := strings.Split(line, "|")
-		if len(f) != 4 {
+		if len(f) < 4 {
 			continue
 		}
-		ts = append(ts, Task{Name: s.Name, JobID: f[0], State: f[1], Reason: f[2], Node: f[3]})
+		t := Task{Name: s.Name, JobID: f[0], State: f[1], Reason: f[2], Node: f[3]}
+		if len(f) > 4 {
+			t.Elapsed = f[4]
+		}
+		ts = append(ts, t)
 	}
 	sort.SliceStable(ts, func(i, j int) bool { return taskLess(ts[i].JobID, ts[j].JobID) })
 	return ts, nil
@@ -106,6 +114,12 @@ func scontrol(ctx context.Context, run Commander, name, jobID string) []Task {
 	if err != nil {
 		return []Task{{Name: name, JobID: jobID, State: "UNKNOWN", Reason: "neither squeue nor scontrol reports it: cancelled before it started (Slurm then drops a pending array task), or ended more than MinJobAge ago (no accounting here)"}}
 	}
+	return parseScontrol(name, b)
+}
+
+// parseScontrol reads `scontrol -o show job` output: one job or array
+// task a line, KEY=VALUE words.
+func parseScontrol(name string, b []byte) []Task {
 	var ts []Task
 	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
 		kv := map[string]string{}
@@ -118,9 +132,38 @@ func scontrol(ctx context.Context, run Commander, name, jobID string) []Task {
 		if t := kv["ArrayTaskId"]; t != "" && kv["ArrayJobId"] != "" {
 			id = kv["ArrayJobId"] + "_" + t
 		}
-		ts = append(ts, Task{Name: name, JobID: id, State: kv["JobState"], Reason: kv["Reason"], Node: kv["NodeList"]})
+		ts = append(ts, Task{Name: name, JobID: id, State: kv["JobState"], Reason: kv["Reason"], Node: kv["NodeList"],
+			Elapsed: kv["RunTime"], Exit: kv["ExitCode"]})
 	}
 	return ts
+}
+
+// Describe fills in each task's exit code (and its elapsed time where
+// squeue gave none) from `scontrol show job`, one call per submitted job
+// (an array's ID lists its every task): squeue prints no exit code. A
+// task scontrol no longer knows keeps what it had.
+func Describe(ctx context.Context, run Commander, subs []Submitted, ts []Task) []Task {
+	known := map[string]Task{}
+	for _, s := range subs {
+		b, err := run(ctx, "scontrol", "-o", "show", "job", s.JobID)
+		if err != nil {
+			continue
+		}
+		for _, t := range parseScontrol(s.Name, b) {
+			known[t.JobID] = t
+		}
+	}
+	out := make([]Task, len(ts))
+	for i, t := range ts {
+		if k, ok := known[t.JobID]; ok {
+			t.Exit = k.Exit
+			if t.Elapsed == "" {
+				t.Elapsed = k.Elapsed
+			}
+		}
+		out[i] = t
+	}
+	return out
 }
 
 // Verdict sums a submission's tasks up: "running" while any is pending
@@ -147,12 +190,24 @@ func Verdict(ts []Task) (string, []Task) {
 	return "completed", nil
 }
 
-// Table is the tasks as aligned text, one a line.
+// Table is the tasks as aligned text, one a line: the job ID and array
+// task apart (a single job's task is "-"), then what Slurm reports.
 func Table(ts []Task) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%-28s %-10s %-12s %-24s %s\n", "JOB", "ID", "STATE", "NODE", "REASON")
+	fmt.Fprintf(&b, "%-8s %-5s %-28s %-12s %-20s %-6s %-10s %s\n", "JOBID", "TASK", "NAME", "STATE", "NODE", "EXIT", "ELAPSED", "REASON")
 	for _, t := range ts {
-		fmt.Fprintf(&b, "%-28s %-10s %-12s %-24s %s\n", t.Name, t.JobID, t.State, t.Node, t.Reason)
+		id, task, ok := strings.Cut(t.JobID, "_")
+		if !ok {
+			task = "-"
+		}
+		fmt.Fprintf(&b, "%-8s %-5s %-28s %-12s %-20s %-6s %-10s %s\n", id, task, t.Name, t.State, dash(t.Node), dash(t.Exit), dash(t.Elapsed), t.Reason)
 	}
 	return b.String()
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }

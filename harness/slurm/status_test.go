@@ -71,7 +71,23 @@ func TestStatusReadsSqueueThenScontrol(t *testing.T) {
 	if v, bad := Verdict([]Task{{State: "COMPLETED"}, {State: "COMPLETED"}}); v != "completed" || bad != nil {
 		t.Errorf("all completed: %s %v", v, bad)
 	}
-	if !strings.Contains(Table(ts), "12_10      FAILED") {
-		t.Errorf("table:\n%s", Table(ts))
+}
+
+// Describe adds the exit codes squeue does not print, from scontrol by
+// the array's ID; the table shows job ID and array task apart, and "-"
+// for what Slurm did not say.
+func TestDescribeAddsExitCodes(t *testing.T) {
+	run := fakeSlurm(t, map[string]string{"scontrol 12": "scontrol-array.txt"})
+	ts := Describe(context.Background(), run, []Submitted{{Name: "smoke-shards", JobID: "12", Tasks: 2}, {Name: "index", JobID: "14"}},
+		[]Task{{Name: "smoke-shards", JobID: "12_0", State: "COMPLETED", Elapsed: "1:02"}, {Name: "smoke-shards", JobID: "12_10", State: "FAILED"},
+			{Name: "index", JobID: "14", State: "UNKNOWN"}})
+	if ts[0].Exit != "0:0" || ts[0].Elapsed != "1:02" || ts[1].Exit != "3:0" || ts[1].Elapsed != "00:00:04" || ts[2].Exit != "" {
+		t.Errorf("described %+v", ts)
+	}
+	table := Table(ts)
+	for _, want := range []string{"12       10    smoke-shards                 FAILED       -                    3:0    00:00:04", "14       -     index                        UNKNOWN      -                    -      -"} {
+		if !strings.Contains(table, want) {
+			t.Errorf("table lacks %q:\n%s", want, table)
+		}
 	}
 }
