@@ -41,6 +41,7 @@ agents:
 // §3.2, 003 Fig. 1 line 30); C, on the reference clock, logs no local_ns;
 // and the token still circulates among the three.
 func TestClockOffsetsReachTheAgents(t *testing.T) {
+	t.Parallel() // real time, stamps compared within each record (runner_test.go says why)
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	for _, c := range []struct {
 		name string

@@ -48,6 +48,7 @@ links:
 
 func TestKernelRunWithDuplication(t *testing.T) {
 	requireRoot(t)
+	t.Parallel() // real time, counts of events (runner_test.go says why)
 	if umltest.Reexec(t, umltest.Options{Modules: []string{"sch_netem", "sch_htb", "cls_u32", "veth", "bridge"}, MemMB: 1024,
 		Timeout: 5 * time.Minute, Env: []string{testenv.AgentEnv + "=" + agentBin},
 		RunOnHost: func() bool { return netem.CheckKernel(NewRunID()) == nil }}) {
@@ -144,6 +145,7 @@ func (b splitPorts) IngressPort(inst string) (backend.Port, error) {
 
 func TestKernelRunFallsBackToUserspace(t *testing.T) {
 	requireRoot(t)
+	t.Parallel() // real time, counts of events (runner_test.go says why)
 	if umltest.Reexec(t, umltest.Options{Modules: []string{"sch_netem", "sch_htb", "cls_u32", "veth", "bridge", "tun"}, MemMB: 1024,
 		Timeout: 5 * time.Minute, Env: []string{testenv.AgentEnv + "=" + agentBin},
 		RunOnHost: func() bool { return netem.CheckKernel(NewRunID()) == nil }}) {

@@ -21,6 +21,7 @@ import (
 	"tokenbed/agent/ca"
 	"tokenbed/agent/eventlog"
 	"tokenbed/agent/wire"
+	"tokenbed/experiments"
 	"tokenbed/internal/nsenter"
 	"tokenbed/internal/results"
 )
@@ -68,23 +69,112 @@ func (p phaseRates) String() string {
 	return fmt.Sprintf("%.2f/s before, %.2f/s during, %.2f/s after", p.before, p.during, p.after)
 }
 
-var unattacked struct {
-	once  sync.Once
+// insiderResult is one run of insiderExp: its directory, its rates and
+// how many datagrams M sent.
+type insiderResult struct {
+	dir   string
 	rates phaseRates
+	sent  int
 	err   error
 }
 
-// insiderRun runs the experiment with attack (nil: none) started at
-// insiderFrom and stopped at insiderTo; it returns the run's directory
-// and the rates.
-func insiderRun(t *testing.T, attack func(ctx context.Context, m *insider)) (string, phaseRates) {
-	e, path := load(t, insiderExp)
-	root := t.TempDir()
+// insiderAttacks are the attacks of the tests below, by test; the
+// unattacked run is "".
+var insiderAttacks = map[string]func(ctx context.Context, m *insider){
+	"TestInsiderPhantomNames": func(ctx context.Context, m *insider) {
+		every(ctx, (insiderTo-insiderFrom)/20, func(i int) error {
+			if i >= 20 {
+				return nil
+			}
+			return m.move([]string{"A", "C"}[i%2], m.phantoms(6))
+		})
+	},
+	"TestInsiderUnlistedMember": func(ctx context.Context, m *insider) {
+		every(ctx, time.Second, func(int) error {
+			for _, a := range []string{"A", "B", "C"} {
+				if err := m.move(a, nil); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	},
+	"TestInsiderJoinFlood": func(ctx context.Context, m *insider) {
+		every(ctx, 10*time.Millisecond, func(int) error {
+			for i := 0; i < 10; i++ {
+				if err := m.move([]string{"A", "B", "C"}[m.gen%3], nil); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	},
+	"": nil,
+}
+
+// insiderRuns holds the four runs. They run side by side, once per test
+// binary, whichever insider test asks first: each is 41 s of real time
+// at a few percent of a core (the flood's 1,000 Moves/s included), and
+// side by side every attacked run meets the same machine load as the
+// unattacked run it is compared with, so insiderFraction judges the
+// attack and not what else ran meanwhile. Their results go under the
+// agent's temporary directory, which TestMain removes.
+var insiderRuns struct {
+	once sync.Once
+	res  map[string]*insiderResult
+}
+
+// insiderResults returns the attacked run of test t and the unattacked
+// run, after checking that each left nothing behind.
+func insiderResults(t *testing.T) (attacked, base *insiderResult) {
+	t.Helper()
+	insiderRuns.once.Do(func() {
+		insiderRuns.res = map[string]*insiderResult{}
+		var wg sync.WaitGroup
+		for name, attack := range insiderAttacks {
+			r := &insiderResult{}
+			insiderRuns.res[name] = r
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				r.dir, r.rates, r.sent, r.err = insiderRun(filepath.Join(filepath.Dir(agentBin), "insider"+name), attack)
+			}()
+		}
+		wg.Wait()
+	})
+	attacked, base = insiderRuns.res[t.Name()], insiderRuns.res[""]
+	if base.err != nil {
+		t.Fatalf("unattacked run: %v", base.err)
+	}
+	if attacked.err != nil {
+		t.Fatal(attacked.err)
+	}
+	assertClean(t, attacked.dir)
+	assertClean(t, base.dir)
+	return attacked, base
+}
+
+// insiderRun runs the experiment under root with attack (nil: none)
+// started at insiderFrom and stopped at insiderTo; it returns the run's
+// directory, the rates and how many datagrams M sent.
+func insiderRun(root string, attack func(ctx context.Context, m *insider)) (string, phaseRates, int, error) {
+	path := filepath.Join(root, "exp.yaml")
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return "", phaseRates{}, 0, err
+	}
+	if err := os.WriteFile(path, []byte(insiderExp), 0o644); err != nil {
+		return "", phaseRates{}, 0, err
+	}
+	e, err := experiments.Load(path)
+	if err != nil {
+		return "", phaseRates{}, 0, err
+	}
 	id := NewRunID()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var wg sync.WaitGroup
 	var merr error
+	var sent int
 	if attack != nil {
 		wg.Add(1)
 		go func() {
@@ -103,6 +193,7 @@ func insiderRun(t *testing.T, attack func(ctx context.Context, m *insider)) (str
 			actx, acancel := context.WithDeadline(ctx, m.start.Add(insiderTo))
 			attack(actx, m)
 			acancel()
+			sent = m.sent
 		}()
 	}
 	dir, err := Run(context.Background(), Options{Experiment: e, ExperimentFile: path, ResultsRoot: root, RunID: id, Impair: ImpairNone,
@@ -110,39 +201,41 @@ func insiderRun(t *testing.T, attack func(ctx context.Context, m *insider)) (str
 	cancel()
 	wg.Wait()
 	if err != nil {
-		t.Fatal(err)
+		return dir, phaseRates{}, 0, err
 	}
-	assertClean(t, dir)
 	if merr != nil {
-		t.Fatalf("insider: %v", merr)
+		return dir, phaseRates{}, 0, fmt.Errorf("insider: %w", merr)
 	}
-	return dir, rates(t, dir)
+	r, err := rates(dir)
+	return dir, r, sent, err
 }
 
 // runStart is the wall time of the run's start, ns.
-func runStart(t *testing.T, dir string) int64 {
+func runStart(dir string) (int64, error) {
 	evs, err := eventlog.ReadFile(filepath.Join(dir, results.LogsDir, "harness.jsonl"))
 	if err != nil {
-		t.Fatal(err)
+		return 0, err
 	}
 	for _, e := range evs {
 		if e.Kind == eventlog.RunStarted {
-			return e.WallNS
+			return e.WallNS, nil
 		}
 	}
-	t.Fatal("no run_started in harness.jsonl")
-	return 0
+	return 0, fmt.Errorf("%s: no run_started in harness.jsonl", dir)
 }
 
 // rates counts the acquisitions of all agents in each phase, on the run's
 // wall clock.
-func rates(t *testing.T, dir string) phaseRates {
-	start := runStart(t, dir)
+func rates(dir string) (phaseRates, error) {
+	start, err := runStart(dir)
+	if err != nil {
+		return phaseRates{}, err
+	}
 	var n [3]int
 	for _, a := range []string{"A", "B", "C"} {
 		evs, err := eventlog.ReadFile(filepath.Join(dir, results.LogsDir, a+".jsonl"))
 		if err != nil {
-			t.Fatal(err)
+			return phaseRates{}, err
 		}
 		for _, e := range evs {
 			if e.Kind != eventlog.TokenAcquired {
@@ -159,20 +252,11 @@ func rates(t *testing.T, dir string) phaseRates {
 		}
 	}
 	return phaseRates{float64(n[0]) / (insiderFrom - insiderWarm).Seconds(), float64(n[1]) / (insiderTo - insiderFrom).Seconds(),
-		float64(n[2]) / (insiderEnd - insiderTo).Seconds()}
-}
-
-// baseline returns the unattacked run's rates, run once per test binary.
-func baseline(t *testing.T) phaseRates {
-	unattacked.once.Do(func() {
-		_, unattacked.rates = insiderRun(t, nil)
-	})
-	return unattacked.rates
+		float64(n[2]) / (insiderEnd - insiderTo).Seconds()}, nil
 }
 
 // checkRates compares an attacked run with the unattacked one.
-func checkRates(t *testing.T, attacked phaseRates) {
-	base := baseline(t)
+func checkRates(t *testing.T, attacked, base phaseRates) {
 	t.Logf("unattacked: %v", base)
 	t.Logf("attacked:   %v", attacked)
 	if attacked.during < insiderFraction*base.during || attacked.after < insiderFraction*base.after {
@@ -324,22 +408,13 @@ func every(ctx context.Context, period time.Duration, f func(i int) error) error
 // turn. The names are held as candidates and never passed to.
 func TestInsiderPhantomNames(t *testing.T) {
 	requireRoot(t)
-	var sent int
-	dir, r := insiderRun(t, func(ctx context.Context, m *insider) {
-		every(ctx, (insiderTo-insiderFrom)/20, func(i int) error {
-			if i >= 20 {
-				return nil
-			}
-			sent++
-			return m.move([]string{"A", "C"}[i%2], m.phantoms(6))
-		})
-	})
-	if sent < 20 {
-		t.Fatalf("M sent %d of its 20 datagrams", sent)
+	r, base := insiderResults(t)
+	if r.sent < 20 {
+		t.Fatalf("M sent %d of its 20 datagrams", r.sent)
 	}
-	checkRates(t, r)
+	checkRates(t, r.rates, base.rates)
 	for _, a := range []string{"A", "B", "C"} {
-		evs, err := eventlog.ReadFile(filepath.Join(dir, results.LogsDir, a+".jsonl"))
+		evs, err := eventlog.ReadFile(filepath.Join(r.dir, results.LogsDir, a+".jsonl"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -355,20 +430,11 @@ func TestInsiderPhantomNames(t *testing.T) {
 // Move once a second and answers nothing: it is never a pass target.
 func TestInsiderUnlistedMember(t *testing.T) {
 	requireRoot(t)
-	dir, r := insiderRun(t, func(ctx context.Context, m *insider) {
-		every(ctx, time.Second, func(int) error {
-			for _, a := range []string{"A", "B", "C"} {
-				if err := m.move(a, nil); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
-	})
-	checkRates(t, r)
+	r, base := insiderResults(t)
+	checkRates(t, r.rates, base.rates)
 	heard := 0
 	for _, a := range []string{"A", "B", "C"} {
-		evs, err := eventlog.ReadFile(filepath.Join(dir, results.LogsDir, a+".jsonl"))
+		evs, err := eventlog.ReadFile(filepath.Join(r.dir, results.LogsDir, a+".jsonl"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -391,35 +457,28 @@ func TestInsiderUnlistedMember(t *testing.T) {
 // then one a second) and its log stays within the sampled bound.
 func TestInsiderJoinFlood(t *testing.T) {
 	requireRoot(t)
-	var sent int
-	dir, r := insiderRun(t, func(ctx context.Context, m *insider) {
-		every(ctx, 10*time.Millisecond, func(int) error {
-			for i := 0; i < 10; i++ {
-				if err := m.move([]string{"A", "B", "C"}[m.gen%3], nil); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
-		sent = m.sent
-	})
-	checkRates(t, r)
+	r, base := insiderResults(t)
+	checkRates(t, r.rates, base.rates)
+	start, err := runStart(r.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
 	attack := (insiderTo - insiderFrom).Seconds()
 	for _, a := range []string{"A", "B", "C"} {
-		path := filepath.Join(dir, results.LogsDir, a+".jsonl")
-		accepted, bytes, err := floodCost(path, runStart(t, dir))
+		path := filepath.Join(r.dir, results.LogsDir, a+".jsonl")
+		accepted, bytes, err := floodCost(path, start)
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("%s: %d of M's Moves accepted, log %.0f KB/s during the flood (M sent %d in all)", a, accepted, float64(bytes)/attack/1000, sent)
+		t.Logf("%s: %d of M's Moves accepted, log %.0f KB/s during the flood (M sent %d in all)", a, accepted, float64(bytes)/attack/1000, r.sent)
 		// JoinBurst (3) at once and one per DefaultJoinInterval (1 s),
 		// with a second of slack for the edges of the window.
 		if want := 3 + int(attack) + 1; accepted > want {
 			t.Errorf("%s accepted %d Moves introducing tokens from M in %.0f s, want at most %d", a, accepted, attack, want)
 		}
 	}
-	if sent < 5000 {
-		t.Fatalf("M sent only %d Moves: the flood did not happen", sent)
+	if r.sent < 5000 {
+		t.Fatalf("M sent only %d Moves: the flood did not happen", r.sent)
 	}
 }
 

@@ -149,6 +149,7 @@ func lossesOfCause(t *testing.T, dir, c string) int {
 // regenerates (002 §3.2) so that every event finds a holder.
 func TestLoseTokenRealAgents(t *testing.T) {
 	requireRoot(t)
+	t.Parallel() // real time, counts of events (runner_test.go says why)
 	e, path := load(t, `
 name: lose-token-real
 seed: 4

@@ -24,6 +24,18 @@ func TestMain(m *testing.M) { testenv.MainWithAgent(m, &agentBin) }
 
 func requireRoot(t *testing.T) { testenv.RequireRoot(t, "creates network namespaces") }
 
+// Parallel tests: TestKernelRunWithDuplication,
+// TestKernelRunFallsBackToUserspace, TestLoseTokenRealAgents and
+// TestClockOffsetsReachTheAgents run side by side (t.Parallel), after
+// every other test of the package. Each waits on its run's real time
+// with little CPU (the UML guests take a CPU each, umltest), checks
+// counts of events, or clock readings against the wall time stamped in
+// the same record, rather than delays, and looks only at its own run:
+// none calls assertClean, whose agent-process check covers every run of
+// this binary. The tests that judge delays or rates (TestSimAgainstReal,
+// TestPerLinkLatencyFollowsProfiles, TestPartitionCutsTheLinksBetweenGroups,
+// the insider tests) stay serial.
+
 // An experiment without profiles runs on any kernel (impairment none).
 const plain = `
 name: plain

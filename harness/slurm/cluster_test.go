@@ -54,6 +54,12 @@ type rig struct {
 	run   Commander
 }
 
+// newRig starts a cluster for one test. The cluster tests run side by
+// side (t.Parallel): each starts its own cluster (its own run ID,
+// namespaces, munged socket and directory) and spends most of its time
+// waiting on Slurm's timers, not on the CPU.
+// TestRealProcessRunShardedOverCluster stays serial: its passes are real
+// time, and it runs its two shards one after the other for that reason.
 func newRig(t *testing.T, ctx context.Context, o slurmcluster.Options) *rig {
 	t.Helper()
 	testenv.RequireSlurm(t, "runs job arrays on a Slurm cluster in network namespaces")
@@ -115,6 +121,7 @@ func (r *rig) wait(t *testing.T, ctx context.Context, subs []Submitted) (string,
 // runs last, after both merges; status, from squeue and scontrol alone,
 // says failed and names the failed task.
 func TestCampaignOnCluster(t *testing.T) {
+	t.Parallel() // its own cluster (see newRig)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	r := newRig(t, ctx, slurmcluster.Options{})
@@ -172,6 +179,7 @@ func TestCampaignOnCluster(t *testing.T) {
 // requeueable task runs again on the other node, and the merge finds
 // every shard.
 func TestKilledNodeShardRequeued(t *testing.T) {
+	t.Parallel() // its own cluster (see newRig)
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Second)
 	defer cancel()
 	// slurmctld looks for unresponsive nodes in its periodic background

@@ -106,6 +106,7 @@ var wallClock = regexp.MustCompile(`(?m)^\s*"(started|finished|wall_seconds|host
 // nodes and merged there, is the same run done whole on this machine:
 // every file byte for byte but the wall clock's fields and the host.
 func TestSimRunShardedOverClusterIsTheWholeRun(t *testing.T) {
+	t.Parallel() // its own cluster (see newRig)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	x := newE2E(t, ctx)
@@ -191,6 +192,7 @@ func lineDiff(a, b []byte) string {
 // missing shard in the merged run.json with its replicas, which are not
 // judged; the submission's state, from squeue and scontrol, is failed.
 func TestShardFailedForGoodIsNamedByTheMerge(t *testing.T) {
+	t.Parallel() // its own cluster (see newRig)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	x := newE2E(t, ctx)
@@ -246,6 +248,7 @@ func TestShardFailedForGoodIsNamedByTheMerge(t *testing.T) {
 // overrides, and --set's after them, run on the cluster: the merged run
 // records them and its campaign and job as campaign run would.
 func TestCampaignSubmitOnCluster(t *testing.T) {
+	t.Parallel() // its own cluster (see newRig)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	x := newE2E(t, ctx)

@@ -43,6 +43,7 @@ func TestLateDuplicatesSimulated(t *testing.T) {
 // TestLateDuplicatesNetns: the same experiment with real processes on
 // network namespaces, the links impaired by the netem engine.
 func TestLateDuplicatesNetns(t *testing.T) {
+	t.Parallel() // real time, little CPU (see TestMain)
 	testenv.RequireRoot(t, "creates network namespaces")
 	dir, _ := runRealFile(t, nil, lateDuplicates, nil)
 	judge(t, dir)
@@ -84,6 +85,7 @@ schedule:
 // with a tap, or a network delivering very late copies (001: servers
 // "must guard against late messages"). Every check of both views passes.
 func TestReplayedRequestsNetns(t *testing.T) {
+	t.Parallel() // real time, little CPU (see TestMain)
 	testenv.RequireRoot(t, "creates network namespaces and raw sockets in them")
 	file := filepath.Join(t.TempDir(), "ftn-replay.yaml")
 	if err := os.WriteFile(file, []byte(replayExperiment), 0o644); err != nil {

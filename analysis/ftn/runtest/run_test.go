@@ -38,7 +38,11 @@ import (
 var agentBin string
 
 // TestMain builds the agent for the netns run, except under -short,
-// where every test here skips.
+// where every test here skips. The runs with real processes (netns and
+// containers) run side by side (t.Parallel): each has its own run ID,
+// namespaces and results directory, and they spend their time waiting
+// on the experiment's real time, not on the CPU. The simulated runs,
+// which use a whole core, run before them, one at a time.
 func TestMain(m *testing.M) {
 	flag.Parse()
 	if testing.Short() {
@@ -160,6 +164,7 @@ func simulate(t *testing.T, e *experiments.Experiment, file string) string {
 // network namespaces (3 servers, 10 clients, a leader crash and a
 // partition), unimpaired links: its checker passes.
 func TestExperimentNetns(t *testing.T) {
+	t.Parallel() // real time, little CPU (see TestMain)
 	testenv.RequireRoot(t, "creates network namespaces")
 	dir := runReal(t, nil)
 	judge(t, dir)
@@ -191,6 +196,7 @@ func decodes(t *testing.T, dir string) {
 // processes run in namespaces, containers and the simulator alike): its
 // checker passes, both views.
 func TestExperimentInContainers(t *testing.T) {
+	t.Parallel() // real time, little CPU (see TestMain)
 	testenv.RequireRoot(t, "creates network namespaces and containers")
 	ctrtest.Serialize(t)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
