@@ -13,6 +13,7 @@ import (
 	"tokenbed/harness/backend"
 	hcampaign "tokenbed/harness/campaign"
 	"tokenbed/internal/cli"
+	"tokenbed/internal/results"
 	"tokenbed/internal/resultsdb"
 )
 
@@ -62,7 +63,7 @@ func cmdCampaign(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		c, err = campaign.Parse("experiments/nightly.yaml (embedded)", raw, opts)
 	}
 	if err == nil {
-		err = c.ApplySets(sets, opts)
+		err = c.ApplySets(sets.sets, opts)
 	}
 	if err != nil {
 		fmt.Fprintln(stderr, "harness campaign run: campaign:")
@@ -97,7 +98,11 @@ func cmdCampaign(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		fmt.Fprintln(stderr, "harness campaign run:", err)
 		return exitRunError
 	}
-	fmt.Fprintf(stdout, "record: %s\n", filepath.Join(res.Dir, "campaign.json"))
+	record := filepath.Join(res.Dir, results.CampaignFile)
+	if *only != "" {
+		record = filepath.Join(res.Dir, results.JobsDir, *only+".json")
+	}
+	fmt.Fprintf(stdout, "record: %s\n", record)
 	switch res.Info.Status {
 	case resultsdb.CampaignPassed:
 		return exitOK
