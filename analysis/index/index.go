@@ -227,7 +227,7 @@ func taskJobs(dir string) ([]results.JobInfo, error) {
 		}
 		var j results.JobInfo
 		if err := readJSON(filepath.Join(dir, results.JobsDir), e.Name(), &j); err != nil {
-			return nil, err
+			return nil, fmt.Errorf("%s: %w", filepath.Join(results.JobsDir, e.Name()), err)
 		}
 		out = append(out, j)
 	}
