@@ -144,8 +144,8 @@ nightly: build
 # machine, and at most two shards per job (endurance-netns: two shards of
 # 8 replicas side by side); waits for every job, prints the job table as
 # Slurm reports it, removes the cluster; exit 1 if a job failed. Root.
-# The jobs the engine does not submit are named, not run (make nightly
-# runs them). SUBMIT_FLAGS adds harness campaign submit flags (--id, --set).
+# Studies and swarms run as one task each; the container smoke is named
+# as staying on the submit host, not run (docs/cluster.md). SUBMIT_FLAGS adds harness campaign submit flags (--id, --set).
 slurm-night: build
 	$(GO) build $(GOFLAGS_BUILD) -o $(BIN)/slurmcluster ./cmd/slurmcluster
 	./$(BIN)/slurmcluster -nodes 2 -cpus 1 -- $(CURDIR)/$(BIN)/harness campaign submit --slurm --shards 2 \

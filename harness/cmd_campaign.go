@@ -13,6 +13,7 @@ import (
 	"tokenbed/harness/backend"
 	hcampaign "tokenbed/harness/campaign"
 	"tokenbed/internal/cli"
+	"tokenbed/internal/results"
 	"tokenbed/internal/resultsdb"
 )
 
@@ -40,6 +41,7 @@ func cmdCampaign(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	dbPath := fs.String("db", "", "results database (default: RESULTS/"+index.DBFile+")")
 	id := fs.String("id", "", "campaign ID (default: c and the start time, UTC)")
 	agent := fs.String("agent", agentBinary(), "agent binary, for the jobs on real backends")
+	only := fs.String("job", "", "run only this job of the file, recorded under --id as one task of a Slurm submission (RESULTS/campaigns/ID/jobs/JOB.json; no database: the submission's index job builds it)")
 	check := fs.Bool("check", false, "parse the campaign file and its experiments, print the jobs, run nothing")
 	var sets setFlags
 	fs.Var(&sets, "set", "JOB:PATH=VALUE: override an experiment field of job JOB, after the file's overrides (repeatable)")
@@ -61,7 +63,7 @@ func cmdCampaign(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		c, err = campaign.Parse("experiments/nightly.yaml (embedded)", raw, opts)
 	}
 	if err == nil {
-		err = c.ApplySets(sets, opts)
+		err = c.ApplySets(sets.sets, opts)
 	}
 	if err != nil {
 		fmt.Fprintln(stderr, "harness campaign run: campaign:")
@@ -78,6 +80,10 @@ func cmdCampaign(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		}
 		return exitOK
 	}
+	if *only != "" && *id == "" {
+		fmt.Fprintln(stderr, "harness campaign run: --job: want the campaign's --id")
+		return exitUsage
+	}
 	if *id != "" && !validCampaignID(*id) {
 		fmt.Fprintf(stderr, "harness campaign run: --id %q: letters, digits, '-', '_' and '.' only\n", *id)
 		return exitUsage
@@ -87,12 +93,16 @@ func cmdCampaign(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		return exitUsage
 	}
 	res, err := hcampaign.Run(ctx, hcampaign.Options{Campaign: c, File: file, Root: *root, DB: *dbPath, ID: *id,
-		Agent: *agent, Progress: hcampaign.NewProgress(stdout, isTTY(stdout))})
+		Agent: *agent, Only: *only, Progress: hcampaign.NewProgress(stdout, isTTY(stdout))})
 	if err != nil {
 		fmt.Fprintln(stderr, "harness campaign run:", err)
 		return exitRunError
 	}
-	fmt.Fprintf(stdout, "record: %s\n", filepath.Join(res.Dir, "campaign.json"))
+	record := filepath.Join(res.Dir, results.CampaignFile)
+	if *only != "" {
+		record = filepath.Join(res.Dir, results.JobsDir, *only+".json")
+	}
+	fmt.Fprintf(stdout, "record: %s\n", record)
 	switch res.Info.Status {
 	case resultsdb.CampaignPassed:
 		return exitOK

@@ -8,6 +8,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
+	"sort"
 	"time"
 
 	"tokenbed/experiments"
@@ -22,24 +24,30 @@ import (
 )
 
 // setFlags are --set JOB:PATH=VALUE flags, each checked as it is given
-// (its job and the experiment after it are checked by ApplySets).
-type setFlags []campaign.Set
+// (its job and the experiment after it are checked by ApplySets); raw
+// keeps them as given, for the Slurm tasks that run campaign run.
+type setFlags struct {
+	sets []campaign.Set
+	raw  []string
+}
 
-func (s *setFlags) String() string { return fmt.Sprint(len(*s)) + " sets" }
+func (s *setFlags) String() string { return fmt.Sprint(len(s.sets)) + " sets" }
 
 func (s *setFlags) Set(v string) error {
 	x, err := campaign.ParseSet(v)
 	if err != nil {
 		return err
 	}
-	*s = append(*s, x)
+	s.sets, s.raw = append(s.sets, x), append(s.raw, v)
 	return nil
 }
 
 // cmdCampaignSubmit is harness campaign submit --slurm FILE: each job
-// that is one sharded run becomes a job array and a merge; an index job
-// runs after every merge. The jobs the engine does not shard stay on the
-// submit host (harness campaign run runs them), each named with why.
+// that is one sharded run becomes a job array and a merge, a job of seeds
+// an array of whole runs, and a study or a swarm one task that runs it
+// as harness campaign run --job does; an index job runs after them all.
+// They are submitted longest task first. The container jobs stay on the
+// submit host, named with why.
 func cmdCampaignSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("harness campaign submit", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -62,7 +70,7 @@ func cmdCampaignSubmit(ctx context.Context, args []string, stdout, stderr io.Wri
 	opts := campaign.Options{Studies: hcampaign.IsStudy, Known: hcampaign.Studies(), Backends: backend.Names()}
 	c, err := campaign.Load(fs.Arg(0), opts)
 	if err == nil {
-		err = c.ApplySets(sets, opts)
+		err = c.ApplySets(sets.sets, opts)
 	}
 	if err != nil {
 		fmt.Fprintln(stderr, "harness campaign submit: campaign:")
@@ -87,15 +95,33 @@ func cmdCampaignSubmit(ctx context.Context, args []string, stdout, stderr io.Wri
 		return exitUsage
 	}
 	dir := filepath.Join(absRoot, "slurm", *id)
+	file, ferr := filepath.Abs(fs.Arg(0))
+	wd, werr := os.Getwd()
+	if err = firstErr(ferr, werr); err != nil {
+		fmt.Fprintln(stderr, "harness campaign submit:", err)
+		return exitUsage
+	}
+	// A task runs its job with the submission's --set flags, from this
+	// directory (the source tree on the shared filesystem).
+	task := []string{"campaign", "run", "--id", *id, "--results", absRoot, "--agent", absAgent}
+	for _, v := range sets.raw {
+		task = append(task, "--set", v)
+	}
 	var jobs []slurm.Job
+	var lengths []time.Duration
 	for _, j := range c.Jobs {
 		sj, why := slurmJob(j, *maxShards, absAgent, dir, *id)
+		if why == notRun {
+			sj, why = slurm.Job{Name: j.Name, Dir: wd, Task: append(slices.Clone(task), "--job", j.Name, file)}, ""
+		}
 		if why != "" {
 			fmt.Fprintf(stdout, "stays on the submit host: %-24s %s\n", j.Name, why)
 			continue
 		}
 		jobs = append(jobs, sj)
+		lengths = append(lengths, taskLength(j, sj))
 	}
+	longestFirst(jobs, lengths)
 	site := slurm.Site{Harness: exe, Results: absRoot, Partition: *partition, Account: *account}
 	plan, err := slurm.CampaignPlan(jobs, site)
 	if err != nil {
@@ -109,19 +135,21 @@ func cmdCampaignSubmit(ctx context.Context, args []string, stdout, stderr io.Wri
 	return exitOK
 }
 
+// notRun is slurmJob's answer for a job that is not runs of one
+// experiment (a study, a swarm): it is submitted as one task.
+const notRun = "not one run"
+
 // slurmJob is campaign job j as one sharded run, or as an array of whole
-// runs (one per seed), or why it is neither. Its runs are tagged with the
+// runs (one per seed), or notRun, or why it stays on the submit host. Its runs are tagged with the
 // campaign ID and the job as campaign run tags its runs; an overridden
 // experiment is written into the submission's directory dir (JOB.yaml,
 // JOB-seedN.yaml), and the tasks run it.
 func slurmJob(j campaign.Job, maxShards int, agent, dir, id string) (slurm.Job, string) {
 	switch {
-	case j.Kind() == campaign.KindStudy:
-		return slurm.Job{}, "a study (its own runs, not one sharded run)"
-	case j.Swarm > 0:
-		return slurm.Job{}, "a swarm (harness swarm --shard is not submitted yet)"
+	case j.Kind() == campaign.KindStudy || j.Swarm > 0:
+		return slurm.Job{}, notRun
 	case j.Backend == "container":
-		return slurm.Job{}, "containers (every node would need the image)"
+		return slurm.Job{}, "containers: not tried from a node (every node needs the image and a Docker daemon); harness campaign run --job runs it here"
 	}
 	exp, err := filepath.Abs(j.Experiment)
 	if err != nil {
@@ -200,4 +228,34 @@ func firstErr(errs ...error) error {
 		}
 	}
 	return nil
+}
+
+// taskLength is the estimated length of one of job j's tasks: its
+// estimate over its shards or runs (the file's estimates are whole jobs
+// on one machine).
+func taskLength(j campaign.Job, sj slurm.Job) time.Duration {
+	switch {
+	case len(sj.Runs) > 0:
+		return j.Estimate / time.Duration(len(sj.Runs))
+	case sj.Shards > 1:
+		return j.Estimate / time.Duration(sj.Shards)
+	}
+	return j.Estimate
+}
+
+// longestFirst orders jobs by their tasks' estimated length, longest
+// first, ties in the file's order: Slurm starts pending jobs in
+// submission order on the free CPUs, so the longest tasks starting first
+// (LPT) ends the night soonest.
+func longestFirst(jobs []slurm.Job, lengths []time.Duration) {
+	idx := make([]int, len(jobs))
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.SliceStable(idx, func(a, b int) bool { return lengths[idx[a]] > lengths[idx[b]] })
+	sorted := make([]slurm.Job, len(jobs))
+	for i, k := range idx {
+		sorted[i] = jobs[k]
+	}
+	copy(jobs, sorted)
 }

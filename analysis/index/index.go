@@ -173,8 +173,18 @@ func killed(c results.CampaignInfo) bool {
 // IndexCampaign indexes the record of campaign id and its jobs.
 func IndexCampaign(root, id string, db *resultsdb.DB) error {
 	var c results.CampaignInfo
-	if err := readJSON(filepath.Join(root, results.CampaignsDir, id), results.CampaignFile, &c); err != nil {
+	dir := filepath.Join(root, results.CampaignsDir, id)
+	tasks, terr := taskJobs(dir)
+	err := readJSON(dir, results.CampaignFile, &c)
+	switch {
+	case terr != nil:
+		return db.UpsertCampaign(resultsdb.Campaign{ID: id, Status: "damaged: " + terr.Error()})
+	case errors.Is(err, fs.ErrNotExist) && len(tasks) > 0:
+		c = fromTasks(id, tasks) // a Slurm submission: its jobs' records only
+	case err != nil:
 		return db.UpsertCampaign(resultsdb.Campaign{ID: id, Status: "damaged: " + err.Error()})
+	default:
+		c.Jobs = append(c.Jobs, tasks...)
 	}
 	if c.ID == "" {
 		c.ID = id
@@ -198,4 +208,50 @@ func IndexCampaign(root, id string, db *resultsdb.DB) error {
 		}
 	}
 	return nil
+}
+
+// taskJobs are the records of the campaign's jobs run one by one as
+// Slurm tasks (results.JobsDir), in name order.
+func taskJobs(dir string) ([]results.JobInfo, error) {
+	ents, err := os.ReadDir(filepath.Join(dir, results.JobsDir))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []results.JobInfo
+	for _, e := range ents {
+		if e.IsDir() || !strings.HasSuffix(e.Name(), ".json") || strings.HasPrefix(e.Name(), ".") {
+			continue
+		}
+		var j results.JobInfo
+		if err := readJSON(filepath.Join(dir, results.JobsDir), e.Name(), &j); err != nil {
+			return nil, fmt.Errorf("%s: %w", filepath.Join(results.JobsDir, e.Name()), err)
+		}
+		out = append(out, j)
+	}
+	return out, nil
+}
+
+// fromTasks is the record of a campaign that has only its tasks' job
+// records: from the first start to the last end, failed if a job did not
+// pass, running while one runs.
+func fromTasks(id string, jobs []results.JobInfo) results.CampaignInfo {
+	c := results.CampaignInfo{ID: id, Status: resultsdb.CampaignPassed, Jobs: jobs}
+	for _, j := range jobs {
+		if c.Started.IsZero() || j.Started.Before(c.Started) {
+			c.Started = j.Started
+		}
+		if j.Ended.After(c.Ended) {
+			c.Ended = j.Ended
+		}
+		switch {
+		case j.Status == "running":
+			c.Status = resultsdb.CampaignRunning
+		case j.Status != "passed" && c.Status != resultsdb.CampaignRunning:
+			c.Status = resultsdb.CampaignFailed
+		}
+	}
+	return c
 }

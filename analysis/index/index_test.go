@@ -238,3 +238,35 @@ func BenchmarkRebuild1000(b *testing.B) {
 		}
 	})
 }
+
+// Jobs recorded one by one (Slurm tasks, jobs/JOB.json) make a campaign
+// that has no campaign.json, failed if one did not pass; beside a
+// campaign.json they are added to its jobs; a damaged one is named.
+func TestTaskJobRecords(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, results.CampaignsDir, "c-s")
+	jobs := filepath.Join(dir, results.JobsDir)
+	os.MkdirAll(jobs, 0o755)
+	t0 := time.Date(2026, 11, 28, 21, 0, 0, 0, time.UTC)
+	results.WriteJSON(jobs, "a.json", results.JobInfo{Name: "a", Status: "passed", Started: t0.Add(time.Minute), Ended: t0.Add(3 * time.Minute)})
+	results.WriteJSON(jobs, "b.json", results.JobInfo{Name: "b", Status: "failed", Started: t0, Ended: t0.Add(2 * time.Minute)})
+	db := openDB(t)
+	if _, err := Rebuild(root, db); err != nil {
+		t.Fatal(err)
+	}
+	c, _ := db.CampaignByID("c-s")
+	if js, _ := db.Jobs("c-s"); c.Status != resultsdb.CampaignFailed || !c.Started.Equal(t0) || !c.Ended.Equal(t0.Add(3*time.Minute)) || len(js) != 2 {
+		t.Errorf("campaign from its task records %+v jobs %+v: want failed, 21:00 to 21:03, two jobs", c, js)
+	}
+	results.WriteJSON(dir, results.CampaignFile, results.CampaignInfo{ID: "c-s", Status: "passed", Jobs: []results.JobInfo{{Name: "x", Status: "passed"}}})
+	db = openDB(t) // a fresh database: the rows come from this rebuild
+	Rebuild(root, db)
+	if js, _ := db.Jobs("c-s"); len(js) != 3 {
+		t.Errorf("campaign.json and task records: jobs %+v, want x, a and b", js)
+	}
+	os.WriteFile(filepath.Join(jobs, "b.json"), []byte("{"), 0o644)
+	Rebuild(root, db)
+	if c, _ := db.CampaignByID("c-s"); !strings.Contains(c.Status, "damaged: jobs/b.json") {
+		t.Errorf("a damaged task record: campaign status %q, want it named", c.Status)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"tokenbed/analysis/index"
 	"tokenbed/experiments/campaign"
 	"tokenbed/harness/backend"
 	"tokenbed/internal/results"
@@ -239,5 +240,48 @@ func TestInterruptedBySignal(t *testing.T) {
 	// is left.
 	if ps, _ := exec.Command("pgrep", "-f", root).Output(); len(strings.TrimSpace(string(ps))) > 0 {
 		t.Errorf("processes left running with %s in their command line: %s", root, ps)
+	}
+}
+
+// --job runs the one job of the file (as a Slurm task does) under the
+// given campaign ID: its runs are tagged with it, it writes only its own
+// record (jobs/JOB.json, no campaign.json, no database), and the index
+// makes the campaign and its job from that record.
+func TestRunOneJob(t *testing.T) {
+	c := load(t, "two-sim.yaml")
+	root := t.TempDir()
+	inModuleRoot(t)
+	res, err := Run(context.Background(), Options{Campaign: c, File: "two-sim.yaml", Root: root, Harness: harnessBin,
+		ID: "c-slurm", Only: "ftn-short"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Info.Status != resultsdb.CampaignPassed || len(res.Info.Jobs) != 1 || res.Info.Jobs[0].Name != "ftn-short" {
+		t.Fatalf("result %+v", res.Info)
+	}
+	for _, f := range []string{filepath.Join(res.Dir, results.CampaignFile), filepath.Join(root, index.DBFile)} {
+		if _, err := os.Stat(f); err == nil {
+			t.Errorf("%s written: a task writes only its job's record", f)
+		}
+	}
+	db, err := resultsdb.Open(filepath.Join(root, index.DBFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := index.Rebuild(root, db); err != nil {
+		t.Fatal(err)
+	}
+	if cr, err := db.CampaignByID("c-slurm"); err != nil || cr.Status != resultsdb.CampaignPassed {
+		t.Errorf("campaign row %+v, %v", cr, err)
+	}
+	if jobs, _ := db.Jobs("c-slurm"); len(jobs) != 1 || jobs[0].Name != "ftn-short" || jobs[0].Status != JobPassed {
+		t.Errorf("job rows %+v, want ftn-short passed only", jobs)
+	}
+	if runs, _ := db.Runs(resultsdb.RunFilter{Campaign: "c-slurm"}); len(runs) != 1 || runs[0].Job != "ftn-short" {
+		t.Errorf("runs %+v, want the one run of ftn-short", runs)
+	}
+	if _, err := Run(context.Background(), Options{Campaign: c, Root: root, Harness: harnessBin, ID: "c-slurm", Only: "nope"}); err == nil || !strings.Contains(err.Error(), "nope") {
+		t.Errorf("--job nope: %v, want an error naming it", err)
 	}
 }

@@ -3,6 +3,7 @@ package campaign
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -19,10 +20,18 @@ type recorder struct {
 	db        *resultsdb.DB
 	info      *results.CampaignInfo
 	dbErr     error
+	// only: one job of a Slurm submission (runOne). The record is the
+	// job's own file, jobs/JOB.json, and there is no database (db nil):
+	// the submission's index job builds it.
+	only bool
+	err  error // the first failure to write the job's record (only)
 }
 
 // save writes campaign.json (atomically) and the campaign's row.
 func (r *recorder) save() error {
+	if r.only {
+		return nil // saveJob writes the job's own record
+	}
 	if err := results.WriteJSON(r.dir, results.CampaignFile, r.info); err != nil {
 		return err
 	}
@@ -34,6 +43,12 @@ func (r *recorder) save() error {
 
 // saveJob saves the record and the job's row.
 func (r *recorder) saveJob(j *results.JobInfo) {
+	if r.only {
+		if err := results.WriteJSON(filepath.Join(r.dir, results.JobsDir), j.Name+".json", j); err != nil && r.err == nil {
+			r.err = err
+		}
+		return
+	}
 	if err := r.save(); err != nil {
 		fmt.Fprintf(os.Stderr, "campaign %s: %v\n", r.info.ID, err)
 	}
@@ -51,6 +66,9 @@ func (r *recorder) note(err error) {
 // indexNew indexes the runs under the root that were not there before
 // and carry this campaign's tag.
 func (r *recorder) indexNew(before []string) {
+	if r.db == nil {
+		return
+	}
 	after, err := index.FindRuns(r.root)
 	if err != nil {
 		r.note(err)

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"syscall"
 	"time"
 
@@ -34,6 +35,9 @@ type Options struct {
 	// recorded).
 	Grace    time.Duration
 	Progress *Progress
+	// Only, when given, runs that one job of the campaign and nothing
+	// else, as one task of a Slurm submission (RunOne).
+	Only string
 }
 
 // Result is how the campaign ended.
@@ -70,6 +74,9 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		o.Progress = NewProgress(io.Discard, false)
 	}
 	start := time.Now().UTC()
+	if o.Only != "" {
+		return runOne(ctx, o)
+	}
 	if o.ID == "" {
 		o.ID = "c" + start.Format("20060102-150405")
 	}
@@ -123,6 +130,43 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	}
 	o.Progress.Done(res.Info)
 	return res, rec.save()
+}
+
+// runOne runs job o.Only of the campaign under campaign ID o.ID, as one
+// task of a Slurm submission runs it. Several such tasks record into the
+// same campaign at once, on several nodes, so each writes only its own
+// files: the job's record jobs/JOB.json, its log and its directory under
+// RESULTS/campaigns/ID. It neither writes campaign.json nor opens the
+// database: the submission's index job builds both from the records and
+// the runs (analysis/index). A requeued task writes them again.
+func runOne(ctx context.Context, o Options) (Result, error) {
+	res := Result{Dir: filepath.Join(o.Root, results.CampaignsDir, o.ID)}
+	if o.ID == "" {
+		return res, fmt.Errorf("--job %s: want the campaign's --id", o.Only)
+	}
+	i := slices.IndexFunc(o.Campaign.Jobs, func(j campaign.Job) bool { return j.Name == o.Only })
+	if i < 0 {
+		return res, fmt.Errorf("--job %s: no such job in %s", o.Only, o.File)
+	}
+	if err := os.MkdirAll(filepath.Join(res.Dir, results.JobsDir), 0o755); err != nil {
+		return res, err
+	}
+	host, _ := os.Hostname()
+	res.Info = results.CampaignInfo{ID: o.ID, File: o.File, Started: time.Now().UTC(), Status: resultsdb.CampaignRunning,
+		Revision: revision.Current().String(), Host: host, PID: os.Getpid()}
+	rec := &recorder{root: o.Root, dir: res.Dir, info: &res.Info, only: true}
+	st := runJob(ctx, o, rec, i, &o.Campaign.Jobs[i])
+	res.Info.Ended = time.Now().UTC()
+	switch {
+	case ctx.Err() != nil:
+		res.Info.Status = resultsdb.CampaignInterrupted
+	case st != JobPassed:
+		res.Info.Status = resultsdb.CampaignFailed
+	default:
+		res.Info.Status = resultsdb.CampaignPassed
+	}
+	o.Progress.Done(res.Info)
+	return res, rec.err
 }
 
 // runJob runs one job's steps and records it; it returns its status.

@@ -253,12 +253,18 @@ func TestCampaignSubmitOnCluster(t *testing.T) {
 	defer cancel()
 	x := newE2E(t, ctx)
 	file := filepath.Join(filepath.Dir(x.exp), "night.yaml")
+	// A swarm is not one run: it goes as one task, campaign run --job.
+	swarmExp, err := filepath.Abs(filepath.Join("..", "swarm", "testdata", "three-agents-swarm.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	night := fmt.Sprintf(`name: night-test
 jobs:
   - {name: four, experiment: %s, backend: sim, replicas: 4}
   - {name: two, experiment: %s, backend: sim, replicas: 2, duration: 600s, overrides: {seed: 5}}
   - {name: seeds, experiment: %s, backend: sim, seeds: [1, 2]}
-`, x.exp, x.exp, x.exp)
+  - {name: swarm, experiment: %s, backend: sim, swarm: 2, duration: 60s}
+`, x.exp, x.exp, x.exp, swarmExp)
 	if err := os.WriteFile(file, []byte(night), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -276,8 +282,9 @@ jobs:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(subs) != 6 || subs[4].Kind != "array" || subs[4].Tasks != 2 || subs[5].Kind != "index" {
-		t.Fatalf("submitted %+v: want two arrays, two merges, the seeds' array, an index", subs)
+	if len(subs) != 7 || subs[4].Kind != "array" || subs[4].Tasks != 2 || subs[5].Kind != "task" || subs[6].Kind != "index" ||
+		len(subs[6].After) != 4 || subs[6].After[3] != subs[5].JobID {
+		t.Fatalf("submitted %+v: want two arrays, two merges, the seeds' array, the swarm's task, an index after the last four", subs)
 	}
 	if v, bad := x.wait(t, ctx, subs); v != "completed" {
 		t.Fatalf("campaign %s: %+v", v, bad)
@@ -311,6 +318,15 @@ jobs:
 	}
 	if tagged != 1 {
 		t.Errorf("%d merged runs of job two: want one", tagged)
+	}
+	var swarm struct{ Status string }
+	b, _ := os.ReadFile(filepath.Join(results, "campaigns", "night1", "jobs", "swarm.json"))
+	if err := json.Unmarshal(b, &swarm); err != nil || swarm.Status != "passed" {
+		log, _ := os.ReadFile(filepath.Join(results, "slurm", "swarm-task.out"))
+		t.Errorf("the swarm task's record %q (%v): want passed\n%s", b, err, log)
+	}
+	if sw, _ := filepath.Glob(filepath.Join(results, "swarm-*", "run.json")); len(sw) != 1 {
+		t.Errorf("swarm runs %v: want one", sw)
 	}
 	if _, err := os.Stat(filepath.Join(results, "results.db")); err != nil {
 		log, _ := os.ReadFile(filepath.Join(results, "slurm", "index.out"))

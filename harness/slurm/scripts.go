@@ -15,6 +15,8 @@
 //
 // A job of several whole runs (a campaign job's seeds) is one array,
 // NAME-runs, task T running run T under its own run ID, with no merge.
+// A campaign job that is not one run (a study, a swarm) is one task,
+// NAME-task, --requeue, that runs it as harness campaign run --job does.
 // A campaign adds one last job, afterany on every merge (or runs array),
 // that indexes the night into the results database (harness index).
 //
@@ -46,6 +48,12 @@ type Job struct {
 	// each (a campaign job's seeds), and no merge: Experiment, RunID,
 	// Shards and Env are then not used.
 	Runs []Run
+	// Task, when given, makes the job one task, no array and no merge (a
+	// campaign job the engine does not shard: a study, a swarm): the
+	// script changes to Dir and runs the harness with these arguments
+	// (campaign run --job NAME --id ID FILE). Only Name is used besides.
+	Task []string
+	Dir  string // absolute: the submitter's working directory, the source tree
 }
 
 // Run is one whole run of a job of several: its own experiment file
@@ -108,6 +116,12 @@ func (s Site) check() error {
 func (j Job) check() error {
 	if !namePattern.MatchString(j.Name) {
 		return fmt.Errorf("job name %q: want letters, digits, '.', '_' or '-'", j.Name)
+	}
+	if len(j.Task) > 0 {
+		if !filepath.IsAbs(j.Dir) {
+			return fmt.Errorf("job %s: directory %q: want an absolute path every node sees", j.Name, j.Dir)
+		}
+		return nil
 	}
 	if len(j.Runs) > 0 {
 		for i, r := range j.Runs {
@@ -177,6 +191,16 @@ esac
 rm -rf {{q .Site.Results}}/"$run"
 exec {{q .Site.Harness}} run --run-id "$run" --results {{q .Site.Results}}{{qs .Job.RunArgs}} "$exp"
 {{end}}
+{{define "task"}}{{template "head" .}}#SBATCH --requeue
+#SBATCH --ntasks=1
+# One campaign job the engine does not shard, run whole as harness
+# campaign run runs it, from the submitter's working directory (a study
+# runs go run in the source tree). It writes only its own job's record;
+# the index job builds the database. A requeued task runs it again.
+set -eu
+cd {{q .Job.Dir}}
+exec {{q .Site.Harness}}{{qs .Job.Task}}
+{{end}}
 {{define "merge"}}{{template "head" .}}#SBATCH --ntasks=1
 # Runs after every shard has ended, whether it succeeded or not: harness
 # merge names the shards that are missing, their replicas are not judged,
@@ -209,8 +233,10 @@ func RunPlan(j Job, s Site) ([]Script, error) {
 	return appendJob(nil, j, s)
 }
 
-// CampaignPlan is the scripts of a campaign's sharded jobs, then one
-// index job after every merge.
+// CampaignPlan is the scripts of a campaign's jobs, in the order given
+// (Slurm starts them in submission order: the caller puts the longest
+// tasks first), then one index job after every merge, array of runs and
+// task.
 func CampaignPlan(jobs []Job, s Site) ([]Script, error) {
 	if err := s.check(); err != nil {
 		return nil, err
@@ -244,6 +270,14 @@ func CampaignPlan(jobs []Job, s Site) ([]Script, error) {
 }
 
 func appendJob(out []Script, j Job, s Site) ([]Script, error) {
+	if len(j.Task) > 0 {
+		d := scriptData{Site: s, Job: j, Name: j.Name + "-task", Log: filepath.Join(s.Results, "slurm", j.Name+"-task.out")}
+		text, err := render("task", d)
+		if err != nil {
+			return nil, err
+		}
+		return append(out, Script{Name: d.Name, Kind: "task", Text: text}), nil
+	}
 	if len(j.Runs) > 0 {
 		d := scriptData{Site: s, Job: j, Last: len(j.Runs) - 1, Name: j.Name + "-runs", Log: filepath.Join(s.Results, "slurm", j.Name+"-run-%a.out")}
 		text, err := render("runs", d)

@@ -10,6 +10,11 @@ const (
 	CampaignsDir     = "campaigns"
 	CampaignFile     = "campaign.json"
 	CampaignFileCopy = "campaign.yaml"
+	// JobsDir holds, in a campaign's directory, the records of the jobs
+	// run one by one as Slurm tasks (harness campaign run --job):
+	// JobsDir/JOB.json, a JobInfo each. The index adds them to the
+	// campaign's jobs; without a campaign.json they make the campaign.
+	JobsDir = "jobs"
 )
 
 // CampaignInfo is one campaign's record, rewritten as each job starts and
