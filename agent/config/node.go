@@ -39,8 +39,13 @@ func (r *Resolved) Node(cred *ca.Credentials, shared *ca.Verified, now time.Time
 	if err != nil {
 		return nil, fmt.Errorf("role: %v", err)
 	}
+	// The 3-way exchange's pass ids come from the agent's seed (logged in
+	// agent_started), on their own stream: the policy's draws do not
+	// shift them, and a run replays with the same ids.
+	pc := r.Passing
+	pc.Seed = r.Seed
 	return node.New(node.Config{Name: r.Name, Addr: r.Listen, Key: cred.Key, Cert: cred.Cert, CA: verifier,
-		Passing: r.Passing, Policy: policy, Peers: members, DirectoryTTL: r.DirectoryTTL,
+		Passing: pc, Policy: policy, Peers: members, DirectoryTTL: r.DirectoryTTL,
 		Rand: rand.New(rand.NewPCG(r.Seed, 0x70ce2009)), MaxClockSkew: r.MaxClockSkew})
 }
 

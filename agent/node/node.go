@@ -139,12 +139,14 @@ type presignKey struct {
 }
 
 type presignReq struct {
-	k  presignKey
-	to netip.AddrPort
+	k    presignKey
+	to   netip.AddrPort
+	pass uint64 // the pass id of the Move that asked for it (3-way)
 }
 
 type presignedDatagram struct {
 	to    netip.AddrPort
+	pass  uint64
 	nonce uint64
 	data  []byte
 }

@@ -101,7 +101,7 @@ func (n *Node) Receive(now time.Time, from netip.AddrPort, b []byte) {
 		}
 	}
 	n.cur, n.curFrom = &d, from
-	n.ep.Deliver(now, passing.Msg{Type: d.Type, From: d.Sender, To: n.cfg.Name, Token: d.Token, Session: d.Session, Cert: len(d.Cert) > 0})
+	n.ep.Deliver(now, passing.Msg{Type: d.Type, From: d.Sender, To: n.cfg.Name, Token: d.Token, Session: d.Session, PassID: d.PassID, Cert: len(d.Cert) > 0})
 	fs := n.ep.Effects()
 	accepted := slices.ContainsFunc(fs, func(f passing.Effect) bool { return f.Kind == passing.Received })
 	if accepted {

@@ -169,10 +169,10 @@ func (n *Node) effect(now time.Time, f passing.Effect) {
 // signatures off every pass's critical path (002 requirement iii).
 func (n *Node) Prepare(now time.Time) {
 	for _, r := range n.toPresign {
-		d := wire.Datagram{Type: r.k.typ, Sender: n.cfg.Name, Token: r.k.token, Session: r.k.session, Nonce: n.nextNonce(now)}
+		d := wire.Datagram{Type: r.k.typ, Sender: n.cfg.Name, Token: r.k.token, Session: r.k.session, PassID: r.pass, Nonce: n.nextNonce(now)}
 		b, err := d.Encode(n.cfg.Key, n.cfg.Addr, r.to)
 		if err == nil {
-			n.presigned[r.k] = presignedDatagram{to: r.to, nonce: d.Nonce, data: b}
+			n.presigned[r.k] = presignedDatagram{to: r.to, pass: r.pass, nonce: d.Nonce, data: b}
 		}
 	}
 	n.toPresign = n.toPresign[:0]
@@ -200,13 +200,15 @@ func (n *Node) send(now time.Time, m passing.Msg) {
 	pk := presignKey{k, m.Type}
 	if p, ok := n.presigned[pk]; ok {
 		delete(n.presigned, pk)
-		if p.to == to && m.Attempt == 1 {
+		// Only for this pass: a Commit signed for an earlier pass of the
+		// session carries that pass's id (3-way).
+		if p.to == to && p.pass == m.PassID && m.Attempt == 1 {
 			n.emitSent(m, to, p.nonce)
 			n.ready.Packets = append(n.ready.Packets, Packet{To: to, Data: p.data})
 			return
 		}
 	}
-	d := wire.Datagram{Type: m.Type, Sender: n.cfg.Name, Token: m.Token, Session: m.Session, Nonce: n.nextNonce(now)}
+	d := wire.Datagram{Type: m.Type, Sender: n.cfg.Name, Token: m.Token, Session: m.Session, PassID: m.PassID, Nonce: n.nextNonce(now)}
 	if m.Type == wire.Move || m.Type == wire.Ack {
 		d.ReplyPort = n.cfg.Addr.Port()
 		if m.Cert {
@@ -214,7 +216,7 @@ func (n *Node) send(now time.Time, m passing.Msg) {
 		}
 		d.Dir = n.directory(now, m.Cert)
 		if next, ok := n.ep.Exchange().Next(m.Type); ok && m.Attempt == 1 {
-			n.toPresign = append(n.toPresign, presignReq{presignKey{k, next}, to})
+			n.toPresign = append(n.toPresign, presignReq{presignKey{k, next}, to, m.PassID})
 		}
 	}
 	b, err := d.Encode(n.cfg.Key, n.cfg.Addr, to)

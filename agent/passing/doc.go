@@ -10,7 +10,10 @@
 // where a section names the 4-way exchange; the 3-way one's guarantees
 // and departures are in threeway.go and checked by model3_test.go.
 //
-// The machines are pure: no sockets, no clocks, no randomness. Time enters
+// The machines are pure: no sockets, no clocks, no randomness of their
+// own. The one random draw, the 3-way exchange's per-pass id, comes from
+// a source the Endpoint seeds with Config.Seed and the agent's name, so
+// that the same seed replays the same ids. Time enters
 // as the now argument of every call; what the machines want done leaves as
 // Effects (datagrams to send, tokens acquired or released, passes that
 // succeeded or failed, datagrams rejected). Messages enter already

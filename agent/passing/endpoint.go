@@ -3,6 +3,8 @@ package passing
 import (
 	"cmp"
 	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
 	"slices"
 	"time"
 
@@ -17,8 +19,9 @@ type Msg struct {
 	To      string
 	Token   wire.TokenID
 	Session uint64
-	Cert    bool // carries (received) or must carry (sent) a certificate
-	Attempt int  // sent messages: 1 for the first send of this type in the session
+	PassID  uint64 // the pass's random id (3-way exchange, 004 §4); 0: none
+	Cert    bool   // carries (received) or must carry (sent) a certificate
+	Attempt int    // sent messages: 1 for the first send of this type in the session
 }
 
 func (m Msg) String() string {
@@ -26,7 +29,11 @@ func (m Msg) String() string {
 	if m.Cert {
 		c = "+cert"
 	}
-	return fmt.Sprintf("%s%s %s→%s %v/%d #%d", m.Type, c, m.From, m.To, m.Token, m.Session, m.Attempt)
+	id := ""
+	if m.PassID != 0 {
+		id = fmt.Sprintf(" id=%016x", m.PassID)
+	}
+	return fmt.Sprintf("%s%s %s→%s %v/%d%s #%d", m.Type, c, m.From, m.To, m.Token, m.Session, id, m.Attempt)
 }
 
 // EffectKind says what an Effect asks for or reports.
@@ -100,6 +107,36 @@ type soft struct {
 	lastPeer  string // the other party of session last
 	lastSent  bool   // this agent started session last
 	completed uint64 // highest session in which this agent acquired the token
+	// passIDs are the ids of the last passes received in session last
+	// from lastPeer (3-way exchange), newest last, at most maxPassIDs:
+	// a Move of one of them is a late copy of a pass this agent has left.
+	passIDs []uint64
+}
+
+// maxPassIDs bounds soft.passIDs. A receiver takes at most AckRetries+1
+// Moves per wait, and a sender retries a peer in one session only after
+// each pass failed, so a late copy older than the last few passes is past
+// every timeout; the session rules refuse it once the token moves on.
+const maxPassIDs = 8
+
+// sawPass records the pass of m, a Move accepted in the soft state's
+// session last from lastPeer.
+func (sf *soft) sawPass(m Msg) {
+	id := m.PassID
+	if id == 0 || m.Session != sf.last || m.From != sf.lastPeer || sf.lastSent || slices.Contains(sf.passIDs, id) {
+		return
+	}
+	if len(sf.passIDs) == maxPassIDs {
+		sf.passIDs = slices.Delete(sf.passIDs, 0, 1)
+	}
+	sf.passIDs = append(sf.passIDs, id)
+}
+
+// seenPass reports whether m is the Move of a pass this agent received
+// before in m's session from m's sender.
+func (sf *soft) seenPass(m Msg) bool {
+	return sf != nil && m.PassID != 0 && m.Session == sf.last &&
+		m.From == sf.lastPeer && !sf.lastSent && slices.Contains(sf.passIDs, m.PassID)
 }
 
 // Endpoint is one agent's side of every passing operation: the tokens it
@@ -116,6 +153,10 @@ type Endpoint struct {
 	gcQueue   []gcEntry               // when finished passes may be forgotten, in time order
 	receivers map[key]ReceiverMachine // waiting for a Commit, or lingering after giving up
 	effects   []Effect
+	// ids draws the passes' random ids (Exchange.PassIDs): seeded by
+	// Config.Seed and the agent's name, so that a run with the same seed
+	// replays with the same ids and the machines stay deterministic.
+	ids rand.PCG
 }
 
 type gcEntry struct {
@@ -139,6 +180,8 @@ func NewEndpoint(cfg Config, self string) (*Endpoint, error) {
 	if err != nil {
 		return nil, err
 	}
+	h := fnv.New64a()
+	h.Write([]byte(self))
 	return &Endpoint{
 		cfg: cfg, exchange: x, self: self,
 		held:      map[wire.TokenID]uint64{},
@@ -146,7 +189,17 @@ func NewEndpoint(cfg Config, self string) (*Endpoint, error) {
 		senders:   map[key]SenderMachine{},
 		finished:  map[key]SenderMachine{},
 		receivers: map[key]ReceiverMachine{},
+		ids:       *rand.NewPCG(cfg.Seed, h.Sum64()),
 	}, nil
+}
+
+// newPassID draws a pass's random id; 0 is kept for "none".
+func (e *Endpoint) newPassID() uint64 {
+	for {
+		if id := e.ids.Uint64(); id != 0 {
+			return id
+		}
+	}
 }
 
 // Config returns the endpoint's configuration.
@@ -246,7 +299,11 @@ func (e *Endpoint) Pass(now time.Time, t wire.TokenID, peer string) error {
 	}
 	session := recv + 1
 	k := key{t, session, peer}
-	s, out := e.exchange.NewSender(&e.cfg, now)
+	var id uint64
+	if e.exchange.PassIDs() {
+		id = e.newPassID()
+	}
+	s, out := e.exchange.NewSender(&e.cfg, now, id)
 	e.senders[k] = s
 	delete(e.finished, k) // a failed attempt to the same peer: this one replaces it
 	sf := e.softOf(t)
@@ -282,7 +339,7 @@ func (e *Endpoint) Deliver(now time.Time, m Msg) {
 			e.reject(m, "no-session")
 			return
 		}
-		out := s.Step(now, m.Type)
+		out := s.Step(now, m)
 		if out.Ignored != "" {
 			e.reject(m, out.Ignored)
 			return
@@ -301,13 +358,22 @@ func (e *Endpoint) Deliver(now time.Time, m Msg) {
 				return
 			}
 			e.emit(Effect{Kind: Received, Msg: m, Token: m.Token, Session: m.Session, Peer: m.From})
-			e.openReceiver(now, k, m.Cert)
+			e.openReceiver(now, k, m)
 			return
 		}
-		out := r.Step(now, m.Type)
+		if m.Type == wire.Move && !r.Waits(m.PassID) && e.soft[m.Token].seenPass(m) {
+			// A late copy of a pass whose wait ended here (004 §4): it
+			// would add a pass whose Commit cannot come.
+			e.reject(m, "other-pass")
+			return
+		}
+		out := r.Step(now, m)
 		if out.Ignored != "" {
 			e.reject(m, out.Ignored)
 			return
+		}
+		if m.Type == wire.Move {
+			e.soft[m.Token].sawPass(m)
 		}
 		e.emit(Effect{Kind: Received, Msg: m, Token: m.Token, Session: m.Session, Peer: m.From})
 		e.apply(now, k, out, false)
@@ -331,6 +397,10 @@ func (e *Endpoint) admit(m Msg) string {
 	if sf == nil {
 		return ""
 	}
+	if m.Type == wire.Move && sf.seenPass(m) {
+		// A late copy of a pass whose wait ended here (004 §4).
+		return "other-pass"
+	}
 	switch {
 	case m.Session < sf.last:
 		return "stale-session"
@@ -343,7 +413,7 @@ func (e *Endpoint) admit(m Msg) string {
 	return ""
 }
 
-func (e *Endpoint) openReceiver(now time.Time, k key, moveHadCert bool) {
+func (e *Endpoint) openReceiver(now time.Time, k key, move Msg) {
 	// A newer session of the token makes older receivers moot: their
 	// senders passed the token elsewhere. One still waiting for its Commit
 	// reports the failure it detected (Receiver.Supersede), in key order
@@ -359,8 +429,12 @@ func (e *Endpoint) openReceiver(now time.Time, k key, moveHadCert bool) {
 		e.apply(now, ok, e.receivers[ok].Supersede(), false)
 	}
 	sf := e.softOf(k.token)
+	if sf.last != k.session || sf.lastPeer != k.peer || sf.lastSent {
+		sf.passIDs = nil
+	}
 	sf.last, sf.lastPeer, sf.lastSent = k.session, k.peer, false
-	r, out := e.exchange.NewReceiver(&e.cfg, now, moveHadCert)
+	sf.sawPass(move)
+	r, out := e.exchange.NewReceiver(&e.cfg, now, move)
 	e.receivers[k] = r
 	e.apply(now, k, out, false)
 }
@@ -381,7 +455,7 @@ func (e *Endpoint) apply(now time.Time, k key, out Output, sender bool) {
 	}
 	if out.Send != nil {
 		m := Msg{Type: out.Send.Type, From: e.self, To: k.peer, Token: k.token, Session: k.session,
-			Cert: out.Send.WithCert, Attempt: out.Send.Attempt}
+			PassID: out.Send.PassID, Cert: out.Send.WithCert, Attempt: out.Send.Attempt}
 		e.emit(Effect{Kind: SendMsg, Msg: m, Token: k.token, Session: k.session, Peer: k.peer})
 	}
 	switch out.Outcome {

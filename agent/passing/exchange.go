@@ -14,11 +14,14 @@ import (
 // (RegisterExchange) and an agent selects one with Config.Exchange (the
 // `exchange` field of the agent's passing section).
 type Exchange interface {
-	// NewSender starts a pass and returns the first datagram to send.
-	NewSender(cfg *Config, now time.Time) (SenderMachine, Output)
-	// NewReceiver answers the first valid Move of a session. moveHadCert
-	// says whether that Move carried a certificate.
-	NewReceiver(cfg *Config, now time.Time, moveHadCert bool) (ReceiverMachine, Output)
+	// PassIDs says whether the variant's passes carry a random id drawn
+	// by the sender (004 §4); the Endpoint then draws one per pass.
+	PassIDs() bool
+	// NewSender starts a pass with random id id (0 when PassIDs is
+	// false) and returns the first datagram to send.
+	NewSender(cfg *Config, now time.Time, id uint64) (SenderMachine, Output)
+	// NewReceiver answers move, the first valid Move of a session.
+	NewReceiver(cfg *Config, now time.Time, move Msg) (ReceiverMachine, Output)
 	// Next is the datagram that the side which sent a first datagram of
 	// type sent sends next when all goes well, if any: what a driver may
 	// sign ahead of need while the round trip is under way.
@@ -28,9 +31,11 @@ type Exchange interface {
 // SenderMachine is the sending side of one passing operation.
 type SenderMachine interface {
 	// Step handles an authenticated datagram of this session from the peer.
-	Step(now time.Time, t wire.Type) Output
+	Step(now time.Time, m Msg) Output
 	// Tick fires the timer if its deadline has passed.
 	Tick(now time.Time) Output
+	// PassID is the random id of the pass (0: the variant has none).
+	PassID() uint64
 	// Deadline returns when Tick must be called next, if ever.
 	Deadline() (time.Time, bool)
 	// Status is the machine's state: AwaitAck while the sender still
@@ -45,7 +50,10 @@ type SenderMachine interface {
 
 // ReceiverMachine is the receiving side of one passing operation.
 type ReceiverMachine interface {
-	Step(now time.Time, t wire.Type) Output
+	Step(now time.Time, m Msg) Output
+	// Waits reports whether the receiver waits for the Commit of the
+	// pass with random id id (variants without ids: id 0).
+	Waits(id uint64) bool
 	Tick(now time.Time) Output
 	Deadline() (time.Time, bool)
 	// Supersede ends the receiver because a newer session of its token
@@ -93,13 +101,16 @@ func init() {
 // fourWay is 002 §3's exchange: Sender and Receiver.
 type fourWay struct{}
 
-func (fourWay) NewSender(cfg *Config, now time.Time) (SenderMachine, Output) {
+// PassIDs: 002's passes are told apart by their session alone.
+func (fourWay) PassIDs() bool { return false }
+
+func (fourWay) NewSender(cfg *Config, now time.Time, _ uint64) (SenderMachine, Output) {
 	s, out := NewSender(cfg, now)
 	return s, out
 }
 
-func (fourWay) NewReceiver(cfg *Config, now time.Time, moveHadCert bool) (ReceiverMachine, Output) {
-	r, out := NewReceiver(cfg, now, moveHadCert)
+func (fourWay) NewReceiver(cfg *Config, now time.Time, move Msg) (ReceiverMachine, Output) {
+	r, out := NewReceiver(cfg, now, move.Cert)
 	return r, out
 }
 

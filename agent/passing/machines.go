@@ -37,6 +37,12 @@ type Config struct {
 	// Linger is how long a receiver that gave up still accepts a late
 	// Commit of that session; 0 means the paper's behaviour (never).
 	Linger time.Duration
+	// Seed seeds the random ids that the 3-way exchange's sender draws
+	// for its passes (004 §4), mixed with the agent's name. An agent sets
+	// it from its own seed (agent/config), which the harness derives from
+	// the experiment's seed and the agent's name and the agent logs in
+	// agent_started, so a run replays with the same ids.
+	Seed uint64
 	// Fault breaks the protocol on purpose, to prove that the testbed's
 	// checks catch a broken agent. Never set outside tests.
 	Fault Fault
@@ -120,8 +126,9 @@ func (c Config) Scaled(k float64) Config {
 // Send asks for one datagram of the session to be sent to the peer.
 type Send struct {
 	Type     wire.Type
-	Attempt  int  // 1 for the first send of this type in the session
-	WithCert bool // piggyback the sender's certificate
+	Attempt  int    // 1 for the first send of this type in the session
+	WithCert bool   // piggyback the sender's certificate
+	PassID   uint64 // the pass's random id (3-way), 0 for none
 }
 
 // Outcome is what a machine concluded on a step.
@@ -207,8 +214,12 @@ func (s *Sender) Deadline() (time.Time, bool) {
 	return time.Time{}, false
 }
 
+// PassID returns 0: the 4-way exchange has no per-pass id.
+func (s *Sender) PassID() uint64 { return 0 }
+
 // Step handles an authenticated datagram of this session from the peer.
-func (s *Sender) Step(now time.Time, t wire.Type) Output {
+func (s *Sender) Step(now time.Time, m Msg) Output {
+	t := m.Type
 	switch {
 	case s.State == AwaitAck && t == wire.Ack:
 		// The pass succeeds: stop all token activity at once and commit (002 §3).
@@ -298,13 +309,14 @@ type Receiver struct {
 // carried a certificate, the Ack carries ours (see the package doc).
 func NewReceiver(cfg *Config, now time.Time, moveHadCert bool) (*Receiver, Output) {
 	r := &Receiver{cfg: cfg, State: AwaitCommit, attempts: 1, deadline: now.Add(cfg.AckTimeout)}
-	return r, firstAck(cfg, moveHadCert, &r.State)
+	return r, firstAck(cfg, moveHadCert, 0, &r.State)
 }
 
-// firstAck is a new receiver's answer to the Move, of either exchange;
-// FaultAcquireOnMove makes it take the token at once (state *s).
-func firstAck(cfg *Config, moveHadCert bool, s *ReceiverState) Output {
-	out := Output{Send: &Send{Type: wire.Ack, Attempt: 1, WithCert: moveHadCert}}
+// firstAck is a new receiver's answer to the Move, of either exchange,
+// echoing the pass id (0: none); FaultAcquireOnMove makes it take the
+// token at once (state *s).
+func firstAck(cfg *Config, moveHadCert bool, id uint64, s *ReceiverState) Output {
+	out := Output{Send: &Send{Type: wire.Ack, Attempt: 1, WithCert: moveHadCert, PassID: id}}
 	if cfg.Fault == FaultAcquireOnMove {
 		*s = ReceiverDone
 		out.Outcome = Acquired
@@ -323,13 +335,17 @@ func (r *Receiver) Deadline() (time.Time, bool) {
 	return time.Time{}, false
 }
 
+// Waits reports whether id is 0: the 4-way exchange has no per-pass id.
+func (r *Receiver) Waits(id uint64) bool { return id == 0 }
+
 // Step handles an authenticated datagram of this session from the peer.
-func (r *Receiver) Step(now time.Time, t wire.Type) Output {
+func (r *Receiver) Step(now time.Time, m Msg) Output {
+	t := m.Type
 	switch {
 	case r.State == AwaitCommit && t == wire.Move:
 		// The sender did not get our Ack (or could not check it): resend it
 		// at once with our certificate, counted against the Ack retries.
-		return reAck(r.cfg, now, &r.attempts, &r.deadline)
+		return reAck(r.cfg, now, &r.attempts, &r.deadline, 0)
 	case r.State == ReceiverFailed && t == wire.Move:
 		// The sender still holds the token and tries us again (with the same
 		// session, 002 §3): start over. Acquisition still needs a Commit.
@@ -357,16 +373,16 @@ func refuseAtReceiver(s ReceiverState, t wire.Type) Output {
 }
 
 // reAck answers a repeated Move of the session, of either exchange: a new
-// Ack with our certificate and a new wait for the Commit, at most
-// AckRetries times (*acks counts the Acks sent), so that a replayed Move
-// cannot draw an unbounded stream of replies.
-func reAck(cfg *Config, now time.Time, acks *int, deadline *time.Time) Output {
+// Ack with our certificate, echoing pass id id (0: none), and a new wait
+// for the Commit, at most AckRetries times (*acks counts the Acks sent),
+// so that a replayed Move cannot draw an unbounded stream of replies.
+func reAck(cfg *Config, now time.Time, acks *int, deadline *time.Time, id uint64) Output {
 	if *acks > cfg.AckRetries {
 		return Output{Ignored: "retries-exhausted"}
 	}
 	*acks++
 	*deadline = now.Add(cfg.AckTimeout)
-	return Output{Send: &Send{Type: wire.Ack, Attempt: *acks, WithCert: true}}
+	return Output{Send: &Send{Type: wire.Ack, Attempt: *acks, WithCert: true, PassID: id}}
 }
 
 // Supersede ends the receiver because a newer session of its token

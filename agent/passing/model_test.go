@@ -211,14 +211,14 @@ func (w *world) deliver(i int, keepCopy bool) {
 		return // sent to a crashed node
 	}
 	if f.m.Type == wire.Ack {
-		if s := ep.senders[key{f.m.Token, f.m.Session, f.m.From}]; s != nil && s.Status() == AwaitAck {
+		if s := ep.senders[key{f.m.Token, f.m.Session, f.m.From}]; s != nil && s.Status() == AwaitAck && s.PassID() == f.m.PassID {
 			w.ackLive[f.m.Session] = true
 		}
 	}
 	if f.m.Type == wire.Commit {
-		// Was a receiver waiting for this Commit? (independent of what
-		// the endpoint then does with it)
-		if r := ep.receivers[key{f.m.Token, f.m.Session, f.m.From}]; r != nil &&
+		// Was a receiver waiting for this Commit, of a pass it
+		// acknowledged? (independent of what the endpoint then does with it)
+		if r := ep.receivers[key{f.m.Token, f.m.Session, f.m.From}]; r != nil && r.Waits(f.m.PassID) &&
 			(r.Status() == AwaitCommit || r.Status() == ReceiverFailed && ep.cfg.Linger > 0) {
 			w.commitLive[f.m.Session] = true
 		}
@@ -384,6 +384,7 @@ func (w *world) fingerprint() string {
 			n, d := counters(s)
 			num(int64(n))
 			num(int64(d.Sub(c)))
+			str(passIDs(s))
 		}
 		for _, kk := range sortedKeys(ep.receivers, key.compare) {
 			r := ep.receivers[kk]
@@ -393,6 +394,7 @@ func (w *world) fingerprint() string {
 			n, d := counters(r)
 			num(int64(n))
 			num(int64(d.Sub(c)))
+			str(passIDs(r))
 		}
 		for _, kk := range sortedKeys(ep.finished, key.compare) {
 			s := ep.finished[kk]
@@ -414,7 +416,8 @@ func (w *world) fingerprint() string {
 	for i, f := range w.net {
 		m := f.m
 		net[i] = string(rune('0'+m.Type)) + m.From + ">" + m.To + strconv.FormatUint(m.Session, 36) +
-			strconv.FormatInt(m.Token.Gen, 36) + m.Token.Origin + strconv.FormatBool(m.Cert) + strconv.FormatBool(f.dup)
+			strconv.FormatInt(m.Token.Gen, 36) + m.Token.Origin + strconv.FormatBool(m.Cert) + strconv.FormatBool(f.dup) +
+			strconv.FormatUint(m.PassID, 36)
 	}
 	slices.Sort(net)
 	for _, m := range net {

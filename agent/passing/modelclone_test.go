@@ -2,6 +2,8 @@ package passing
 
 import (
 	"fmt"
+	"slices"
+	"strconv"
 	"time"
 
 	"tokenbed/agent/wire"
@@ -11,12 +13,13 @@ import (
 // machine of every exchange, with its configuration pointer moved to the
 // copy's.
 func (e *Endpoint) clone() *Endpoint {
-	c := &Endpoint{cfg: e.cfg, exchange: e.exchange, self: e.self,
+	c := &Endpoint{cfg: e.cfg, exchange: e.exchange, self: e.self, ids: e.ids,
 		held: cloneMap(e.held), soft: map[wire.TokenID]*soft{},
 		senders: map[key]SenderMachine{}, finished: map[key]SenderMachine{}, receivers: map[key]ReceiverMachine{}}
 	ptr := map[SenderMachine]SenderMachine{}
 	for t, s := range e.soft {
 		s2 := *s
+		s2.passIDs = slices.Clone(s.passIDs)
 		c.soft[t] = &s2
 	}
 	cp := func(s SenderMachine) SenderMachine {
@@ -57,6 +60,7 @@ func (e *Endpoint) clone() *Endpoint {
 		case *Receiver3:
 			v := *r
 			v.cfg = &c.cfg
+			v.IDs = slices.Clone(r.IDs)
 			c.receivers[k] = &v
 		default:
 			panic(fmt.Sprintf("clone: receiver %T", r))
@@ -79,4 +83,21 @@ func counters(m any) (attempts int, deadline time.Time) {
 		return m.acks, m.deadline
 	}
 	panic(fmt.Sprintf("counters: %T", m))
+}
+
+// passIDs returns a machine's pass ids (3-way), for the fingerprint: a
+// late datagram of another pass is told apart by its id alone.
+func passIDs(m any) string {
+	switch m := m.(type) {
+	case *Sender3:
+		return strconv.FormatUint(m.ID, 36)
+	case *Receiver3:
+		var b []byte
+		for _, id := range m.IDs {
+			b = strconv.AppendUint(b, id, 36)
+			b = append(b, '/')
+		}
+		return string(b)
+	}
+	return ""
 }

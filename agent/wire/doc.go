@@ -10,8 +10,8 @@
 //	0       2     magic, the ASCII bytes "TB" (0x54 0x42)
 //	2       1     version, 2
 //	3       1     type: 1 Move, 2 Ack, 3 Commit, 4 EarlyStop
-//	4       1     flags: bit 0 certificate present, bit 1 directory present;
-//	              the other bits must be zero
+//	4       1     flags: bit 0 certificate present, bit 1 directory present,
+//	              bit 2 pass id present; the other bits must be zero
 //	5       1     S, length of the sender's member name (1..63)
 //	6       S     sender's member name (the CommonName of its certificate)
 //	+0      8     token generation time, int64 ns since the Unix epoch
@@ -21,6 +21,10 @@
 //	+8      8     nonce: a timestamp that makes every signature unique (002 §3)
 //	+16     2     reply port: the UDP port for protocol continuation; non-zero
 //	              in Move and Ack, zero in Commit and EarlyStop (002 §3)
+//	if flags bit 2 (3-way exchange):
+//	+0      8     pass id, uint64, non-zero: the random id that the sender
+//	              of a pass draws for it (004 §4), echoed in its Ack and
+//	              Commit
 //	if flags bit 0 (Move and Ack only):
 //	+0      2     C, certificate length (1..1024)
 //	+2      C     the sender's X.509 certificate, DER
@@ -36,6 +40,12 @@
 //	              the Unix epoch (the member's own clock)
 //	+10     64    entry signature, Ed25519, by the member the entry describes
 //	end-64  64    Ed25519 signature
+//
+// The pass id is the one addition to version 2 since its directory
+// entries: a flag, not a version, because 002's 4-way exchange does not
+// use it, so its datagrams are byte for byte what they were, and
+// captures taken before it decode unchanged. Like every field before the
+// signature, the signature covers it.
 //
 // A datagram is at most MaxSize bytes, so it fits one IPv6 minimum-MTU packet
 // and is never fragmented.

@@ -15,6 +15,14 @@ func FuzzDecode(f *testing.F) {
 			f.Fatal(err)
 		}
 		f.Add(b)
+		if typ != EarlyStop {
+			d := withPassID(typ)
+			b, err := d.Encode(testKey, addrA, addrB)
+			if err != nil {
+				f.Fatal(err)
+			}
+			f.Add(b)
+		}
 	}
 	f.Add([]byte("TB"))
 	f.Fuzz(func(t *testing.T, b []byte) {

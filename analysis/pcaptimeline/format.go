@@ -238,6 +238,9 @@ func (tl *Timeline) path(o *Observation) string {
 
 func txNote(o *Observation) string {
 	s := "tx" + strconv.Itoa(o.Tx)
+	if o.Datagram.PassID != 0 {
+		s += " pass " + strconv.FormatUint(o.Datagram.PassID, 16)
+	}
 	if o.Retransmission > 0 {
 		s += " retransmission #" + strconv.Itoa(o.Retransmission)
 	}

@@ -34,8 +34,10 @@
 // interface; otherwise it starts a new transmission. Within a session, a
 // transmission is a retransmission #n when it is the (n+1)-th transmission
 // of the same datagram type in the same direction (source → destination
-// address): a Move sent again after a timeout, whether with a fresh nonce
-// or the same bytes. The numbering is computed over the whole file, before
+// address) and of the same pass (the 3-way exchange's pass id, 004 §4;
+// none in the 4-way exchange): a Move sent again after a timeout, whether
+// with a fresh nonce or the same bytes. A 3-way sender's next pass to the
+// same member in the same session is a new pass, not a retransmission. The numbering is computed over the whole file, before
 // any filter, so a filter never renumbers.
 //
 // # Names
@@ -331,6 +333,7 @@ func (tl *Timeline) build() {
 	type dirKey struct {
 		typ      wire.Type
 		src, dst netip.AddrPort
+		pass     uint64
 	}
 	txCount := map[gKey]int{}
 	sends := map[gKey]map[dirKey]int{}
@@ -348,7 +351,7 @@ func (tl *Timeline) build() {
 		if sends[g] == nil {
 			sends[g] = map[dirKey]int{}
 		}
-		d := dirKey{o.Datagram.Type, o.Src, o.Dst}
+		d := dirKey{o.Datagram.Type, o.Src, o.Dst, o.Datagram.PassID}
 		o.Retransmission = sends[g][d]
 		sends[g][d]++
 	}

@@ -28,10 +28,13 @@ func threeWayAgents(exp *experiments.Experiment) map[string]bool {
 
 // lateCommitOnly reports whether every rejection of a Commit was of one
 // that came after the receiver had given the token up: refused by its
-// clock ("late") or after its wait ended ("no-session").
+// clock ("late"), after its wait ended ("no-session"), or by a wait that
+// a late Move of another pass of the session opened after the wait for
+// this Commit's pass ended ("other-pass": the receiver matches Commits by
+// the pass's random id, 004 §4).
 func lateCommitOnly(reasons map[string]int) bool {
 	for r := range reasons {
-		if r != "late" && r != "no-session" {
+		if r != "late" && r != "no-session" && r != "other-pass" {
 			return false
 		}
 	}

@@ -88,6 +88,10 @@ func valid(t testing.TB) []wire.Datagram {
 		{Type: wire.Ack, Sender: "B", Token: wire.TokenID{Gen: -5, Origin: "B"}, Session: 0, Nonce: 0, ReplyPort: 1, Cert: []byte{0x30}},
 		{Type: wire.Commit, Sender: "A", Token: tok, Session: 41, Nonce: 3},
 		{Type: wire.EarlyStop, Sender: "B", Token: tok, Session: 41, Nonce: 1<<64 - 1},
+		// The 3-way exchange's pass id (004 §4).
+		{Type: wire.Move, Sender: "A", Token: tok, Session: 42, PassID: 0x9e3779b97f4a7c15, Nonce: 4, ReplyPort: 7400, Cert: []byte{0x30}},
+		{Type: wire.Ack, Sender: "B", Token: tok, Session: 42, PassID: 1, Nonce: 5, ReplyPort: 7400},
+		{Type: wire.Commit, Sender: "A", Token: tok, Session: 42, PassID: 1<<64 - 1, Nonce: 6},
 	}
 }
 
@@ -120,7 +124,9 @@ func handmade() map[string][]byte {
 		"bad-magic":          append([]byte("XB"), header(1, 0, "A").fixed(7400).sig()[2:]...),
 		"bad-version":        func() []byte { b := header(1, 0, "A").fixed(7400).sig(); b[2] = 1; return b }(),
 		"bad-type":           header(5, 0, "A").fixed(7400).sig(),
-		"flags-high-bit":     header(1, 0x04, "A").fixed(7400).sig(),
+		"flags-high-bit":     header(1, 0x08, "A").fixed(7400).sig(),
+		"pass-id-zero":       header(3, 0x04, "A").fixed(0).u64(0).sig(),
+		"pass-id-truncated":  header(3, 0x04, "A").fixed(0).u16(1).sig(),
 		"flags-in-commit":    header(3, 0x01, "A").fixed(0).sig(),
 		"sender-len-zero":    header(1, 0, "").fixed(7400).sig(),
 		"sender-len-64":      header(1, 0, strings.Repeat("a", 64)).fixed(7400).sig(),
@@ -239,7 +245,7 @@ var fieldNames = []string{
 	"tokenbed.sender", "tokenbed.token", "tokenbed.token_gen", "tokenbed.token_origin",
 	"tokenbed.session", "tokenbed.nonce", "tokenbed.reply_port", "tokenbed.cert_len", "tokenbed.cert",
 	"tokenbed.dir_count", "tokenbed.dir.name", "tokenbed.dir.addr", "tokenbed.dir.port",
-	"tokenbed.dir.seen", "tokenbed.dir.signature", "tokenbed.signature",
+	"tokenbed.dir.seen", "tokenbed.dir.signature", "tokenbed.signature", "tokenbed.pass_id",
 }
 
 // Expected renders what gopacket decoded in tshark's -T fields format.
@@ -283,6 +289,9 @@ func Expected(frameNo int, d *wirelayer.Datagram, decodeErr error) []string {
 		row[19] = strings.Join(sigs, ",")
 	}
 	row[20] = hex.EncodeToString(d.Signature)
+	if d.PassID != 0 {
+		row[21] = fmt.Sprintf("0x%016x", d.PassID)
+	}
 	return row
 }
 
@@ -349,7 +358,8 @@ func TestDissectorMatchesGopacket(t *testing.T) {
 		"token.origin.length/bad-length", "reply_port/bad-port", "nonce/truncated", "certificate.length/bad-length",
 		"certificate/truncated", "directory.count/bad-length", "directory.name/bad-name",
 		"directory.addr.length/bad-length", "directory.addr/bad-addr", "directory.seen/truncated",
-		"directory.name.length/truncated", "datagram/trailing-bytes", "datagram/truncated", "datagram/too-large"} {
+		"directory.name.length/truncated", "datagram/trailing-bytes", "datagram/truncated", "datagram/too-large",
+		"pass_id/bad-value", "pass_id/truncated"} {
 		if !errFields[fr] {
 			t.Errorf("corpus does not exercise %s", fr)
 		}

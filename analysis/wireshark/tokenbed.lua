@@ -27,6 +27,7 @@ local MAX_CERT = 1024
 local MAX_ENTRIES = 32
 local FLAG_CERT = 0x01
 local FLAG_DIR = 0x02
+local FLAG_PASS_ID = 0x04 -- the 3-way exchange's pass id (004 §4)
 
 local type_names = { [1] = "Move", [2] = "Ack", [3] = "Commit", [4] = "EarlyStop" }
 
@@ -37,6 +38,7 @@ local f = {
 	flags        = ProtoField.uint8("tokenbed.flags", "Flags", base.HEX),
 	flag_cert    = ProtoField.bool("tokenbed.flags.cert", "Certificate present", 8, nil, FLAG_CERT),
 	flag_dir     = ProtoField.bool("tokenbed.flags.dir", "Directory present", 8, nil, FLAG_DIR),
+	flag_pass_id = ProtoField.bool("tokenbed.flags.pass_id", "Pass id present", 8, nil, FLAG_PASS_ID),
 	sender_len   = ProtoField.uint8("tokenbed.sender_len", "Sender name length", base.DEC),
 	sender       = ProtoField.string("tokenbed.sender", "Sender"),
 	token        = ProtoField.string("tokenbed.token", "Token (GEN@ORIGIN)"),
@@ -47,6 +49,7 @@ local f = {
 	session      = ProtoField.uint64("tokenbed.session", "Session", base.DEC),
 	nonce        = ProtoField.uint64("tokenbed.nonce", "Nonce", base.DEC),
 	reply_port   = ProtoField.uint16("tokenbed.reply_port", "Reply port", base.DEC),
+	pass_id      = ProtoField.uint64("tokenbed.pass_id", "Pass id (3-way exchange, 004 §4)", base.HEX),
 	cert_len     = ProtoField.uint16("tokenbed.cert_len", "Certificate length", base.DEC),
 	cert         = ProtoField.bytes("tokenbed.cert", "Certificate (DER)"),
 	dir_count    = ProtoField.uint8("tokenbed.dir_count", "Directory entries", base.DEC),
@@ -134,7 +137,7 @@ function tokenbed.dissector(tvb, pinfo, tree)
 		return r:raw()
 	end
 
-	local typ, sender, gen, origin, session, nonce
+	local typ, sender, gen, origin, session, nonce, pass_id
 	local cert_present = false
 	if n > MAX_SIZE then
 		fail("datagram", MAX_SIZE, "too-large")
@@ -163,9 +166,11 @@ function tokenbed.dissector(tvb, pinfo, tree)
 			local ft = root:add(f.flags, fr)
 			ft:add(f.flag_cert, fr)
 			ft:add(f.flag_dir, fr)
+			ft:add(f.flag_pass_id, fr)
 			flags = fr:uint()
 			local cont = typ == 1 or typ == 2
-			if bit.band(flags, bit.bnot(FLAG_CERT + FLAG_DIR)) ~= 0 or (not cont and flags ~= 0) then
+			if bit.band(flags, bit.bnot(FLAG_CERT + FLAG_DIR + FLAG_PASS_ID)) ~= 0 or
+				(not cont and bit.band(flags, bit.bnot(FLAG_PASS_ID)) ~= 0) then
 				fail("flags", 4, "bad-flags")
 			end
 		end
@@ -192,6 +197,17 @@ function tokenbed.dissector(tvb, pinfo, tree)
 			root:add(f.reply_port, pr)
 			if err == nil and cont ~= (pr:uint() ~= 0) then
 				fail("reply_port", off - 2, "bad-port")
+			end
+		end
+		if bit.band(flags, FLAG_PASS_ID) ~= 0 then
+			local ir = take("pass_id", 8)
+			if ir ~= nil then
+				pass_id = ir:uint64()
+				root:add(f.pass_id, ir)
+				-- One encoding per datagram: no pass id is no flag.
+				if err == nil and pass_id == UInt64(0) then
+					fail("pass_id", off - 8, "bad-value")
+				end
 			end
 		end
 		if bit.band(flags, FLAG_CERT) ~= 0 then
@@ -278,8 +294,9 @@ function tokenbed.dissector(tvb, pinfo, tree)
 	end
 
 	local tname = type_names[typ]
-	local info = string.format("%s from %s token %s@%s session %s nonce %s%s", tname, sender,
-		tostring(gen), origin, tostring(session), tostring(nonce), cert_present and " +cert" or "")
+	local info = string.format("%s from %s token %s@%s session %s%s nonce %s%s", tname, sender,
+		tostring(gen), origin, tostring(session), pass_id and (" pass " .. pass_id:tohex()) or "",
+		tostring(nonce), cert_present and " +cert" or "")
 	pinfo.cols.info = info
 	root:append_text(string.format(", %s from %s, session %s", tname, sender, tostring(session)))
 	return n

@@ -67,7 +67,7 @@ var registered = struct {
 }{ports: map[uint16]bool{}}
 
 // Datagram is a decoded tokenbed datagram. Its embedded wire.Datagram holds
-// the fields (type, sender, token, session, nonce, reply port, certificate,
+// the fields (type, sender, token, session, pass id, nonce, reply port, certificate,
 // directory); the layer adds the header bytes and the signature. Like every
 // gopacket layer, Cert, Signature and LayerContents alias the packet data.
 type Datagram struct {
@@ -75,7 +75,7 @@ type Datagram struct {
 	wire.Datagram
 
 	Version   uint8  // format version, wire.Version
-	Flags     uint8  // bit 0 certificate present, bit 1 directory present
+	Flags     uint8  // bit 0 certificate present, bit 1 directory present, bit 2 pass id present
 	Signature []byte // the Ed25519 signature, the last wire.SigLen bytes
 }
 
