@@ -3,6 +3,7 @@ package campaign
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -141,4 +142,37 @@ func TestNightlyEstimate(t *testing.T) {
 		t.Errorf("the night's estimates sum to %v, over 90 min", sum)
 	}
 	t.Logf("the night's estimates sum to %v", sum)
+}
+
+// The night's wandering job is make wandering: its args are the
+// Makefile's WANDERING_FLAGS, so that scenarios added to the study and
+// skipped by make wandering (too long for the short form) are skipped by
+// the night too, whose estimate and timeout assume the short form.
+func TestNightlyWanderingIsMakeWandering(t *testing.T) {
+	c, err := Load(filepath.Join(repoRoot, "experiments", "nightly.yaml"), Options{Dir: repoRoot})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mk, err := os.ReadFile(filepath.Join(repoRoot, "Makefile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^WANDERING_FLAGS \?= (.*)$`).FindSubmatch(mk)
+	if m == nil {
+		t.Fatal("Makefile: no WANDERING_FLAGS ?= line")
+	}
+	// The Makefile's shell quoting: single-quoted words, else split on spaces.
+	var want []string
+	for _, w := range regexp.MustCompile(`'[^']*'|\S+`).FindAllString(string(m[1]), -1) {
+		want = append(want, strings.Trim(w, "'"))
+	}
+	for _, j := range c.Jobs {
+		if j.Study == "wandering" {
+			if !slices.Equal(j.Args, want) {
+				t.Errorf("nightly.yaml job %s: args %q, the Makefile's WANDERING_FLAGS %q", j.Name, j.Args, want)
+			}
+			return
+		}
+	}
+	t.Error("nightly.yaml has no wandering study")
 }
