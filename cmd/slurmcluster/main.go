@@ -47,20 +47,26 @@ func main() {
 	nodes := flag.Int("nodes", 2, "slurmd count")
 	cpus := flag.Int("cpus", 1, "CPUs each node offers: the jobs a node runs at once")
 	poll := flag.Duration("poll", 15*time.Second, "with a command: how often to read the submission's state")
+	pin := flag.Bool("pin", true, "bind each node to CPUs of its own (nodes × cpus must fit this machine), so that one node's jobs cannot take another's CPU")
 	flag.Usage = func() {
-		fmt.Fprintln(os.Stderr, "usage: slurmcluster [-nodes N] [-cpus C] [-poll D] [-- COMMAND ARGS...]")
+		fmt.Fprintln(os.Stderr, "usage: slurmcluster [-nodes N] [-cpus C] [-pin=false] [-poll D] [-- COMMAND ARGS...]")
 		flag.PrintDefaults()
 	}
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	c, err := slurmcluster.Start(ctx, slurmcluster.Options{Nodes: *nodes, CPUs: *cpus})
+	c, err := slurmcluster.Start(ctx, slurmcluster.Options{Nodes: *nodes, CPUs: *cpus, Pin: *pin})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "slurmcluster:", err)
 		os.Exit(1)
 	}
 	fmt.Printf("cluster %s up: %d nodes of %d CPUs\nSLURM_CONF=%s\nclient prefix: nsenter --net=%s env SLURM_CONF=%s\n",
 		c.RunID, len(c.Nodes), *cpus, c.Conf, filepath.Join("/run/netns", c.CtlNS), c.Conf)
+	for _, n := range c.Nodes {
+		if n.CPUList != "" {
+			fmt.Printf("node %s: CPUs %s\n", n.Name, n.CPUList)
+		}
+	}
 	code := 0
 	if flag.NArg() > 0 {
 		code = runAndWait(ctx, c, flag.Args(), *poll, os.Stdout, os.Stderr)

@@ -38,6 +38,7 @@ import (
 	"time"
 
 	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 
 	"tokenbed/harness/backend/nsbackend"
 	"tokenbed/harness/runner"
@@ -58,6 +59,13 @@ type Options struct {
 	CredExpire int
 	// Ready bounds the wait for every node to register; default 60 s.
 	Ready time.Duration
+	// Pin gives each node CPUs of its own: node i's slurmd, and so every
+	// job it runs, is bound to the i-th block of CPUs consecutive CPUs of
+	// this process's affinity mask, as a real node's jobs run on its own
+	// cores. Without it every node's jobs share all the machine's CPUs,
+	// and a CPU-bound job on one node slows a real-process job's packets
+	// on another. Start refuses Pin when Nodes × CPUs exceeds the mask.
+	Pin bool
 }
 
 // Node is one slurmd.
@@ -65,6 +73,9 @@ type Node struct {
 	Name string // node name and hostname
 	Addr string
 	NS   string // network namespace
+	// CPUList is the CPUs the node's slurmd is bound to (taskset's list
+	// form), empty when not pinned.
+	CPUList string
 }
 
 // Cluster is a running in-namespace Slurm cluster.
@@ -144,6 +155,19 @@ func Start(ctx context.Context, o Options) (*Cluster, error) {
 		name := fmt.Sprintf("%s-n%d", o.RunID, i)
 		c.Nodes = append(c.Nodes, Node{Name: name, Addr: fmt.Sprintf("%s%d", subnet, 10+i), NS: name})
 	}
+	if o.Pin {
+		var set unix.CPUSet
+		if err := unix.SchedGetaffinity(0, &set); err != nil {
+			return nil, fmt.Errorf("slurm cluster: pin: %w", err)
+		}
+		lists, err := pinBlocks(cpusOf(&set), o.Nodes, o.CPUs)
+		if err != nil {
+			return nil, err
+		}
+		for i := range c.Nodes {
+			c.Nodes[i].CPUList = lists[i]
+		}
+	}
 	claim, err := runner.ClaimID(o.RunID, "")
 	if err != nil {
 		return nil, err
@@ -184,6 +208,9 @@ func (c *Cluster) start(ctx context.Context) error {
 	}
 	for _, n := range c.Nodes {
 		script := fmt.Sprintf("hostname %s && exec slurmd -D -f %s", n.Name, c.Conf)
+		if n.CPUList != "" {
+			script = fmt.Sprintf("hostname %s && exec taskset -c %s slurmd -D -f %s", n.Name, n.CPUList, c.Conf)
+		}
 		if err := c.startDaemon(n.Name, n.NS, script); err != nil {
 			return err
 		}

@@ -13,37 +13,55 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"tokenbed/harness/runner"
 	"tokenbed/internal/testenv"
 )
 
 // A 4-task job array runs on both nodes (each task prints the hostname
-// its node's UTS namespace gives it), and Close leaves no namespace,
-// process, directory or registry entry of the cluster.
+// its node's UTS namespace gives it and the CPUs it may run on), each
+// node's tasks on that node's own CPU when the cluster is pinned, and
+// Close leaves no namespace, process, directory or registry entry of the
+// cluster.
 func TestJobArrayRunsOnEveryNode(t *testing.T) {
 	testenv.RequireSlurm(t, "starts munged, slurmctld and slurmd in network namespaces")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	c, err := Start(ctx, Options{})
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &set); err != nil {
+		t.Fatal(err)
+	}
+	pin := set.Count() >= 2
+	if !pin {
+		t.Logf("NOT CHECKED: pinning (Options.Pin): this process may use %d CPU, two nodes need two", set.Count())
+	}
+	c, err := Start(ctx, Options{Pin: pin})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
 	out, err := c.Output(ctx, "sbatch", "--parsable", "--array=0-3", "--output="+filepath.Join(c.Dir, "jobs", "task-%a.out"),
-		"--wrap", "hostname; sleep 1")
+		"--wrap", "hostname; sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/self/status; sleep 1")
 	if err != nil {
 		t.Fatal(err)
 	}
 	job := strings.TrimSpace(string(out))
-	hosts := waitArray(ctx, t, c, job, 4)
-	want := map[string]bool{}
+	var hosts []string
+	want := map[string]string{}
 	for _, n := range c.Nodes {
-		want[n.Name] = true
+		want[n.Name] = n.CPUList
 	}
 	seen := map[string]bool{}
-	for _, h := range hosts {
-		if !want[h] {
+	for _, o := range waitArray(ctx, t, c, job, 4) {
+		h, cpus, _ := strings.Cut(o, "\n")
+		hosts = append(hosts, h)
+		list, ok := want[h]
+		if !ok {
 			t.Errorf("a task ran on %q, not a node of the cluster %v", h, c.Nodes)
+		}
+		if pin && cpus != list {
+			t.Errorf("a task on %s may run on CPUs %q; the node is pinned to %q", h, cpus, list)
 		}
 		seen[h] = true
 	}
@@ -58,8 +76,8 @@ func TestJobArrayRunsOnEveryNode(t *testing.T) {
 	assertGone(t, id, dir)
 }
 
-// waitArray waits until tasks 0..n-1 of job have ended and returns the
-// hostname each printed.
+// waitArray waits until tasks 0..n-1 of job have ended and returns what
+// each printed.
 func waitArray(ctx context.Context, t *testing.T, c *Cluster, job string, n int) []string {
 	t.Helper()
 	for {
@@ -72,15 +90,15 @@ func waitArray(ctx context.Context, t *testing.T, c *Cluster, job string, n int)
 		}
 		time.Sleep(300 * time.Millisecond)
 	}
-	var hosts []string
+	var outs []string
 	for i := 0; i < n; i++ {
 		b, err := os.ReadFile(filepath.Join(c.Dir, "jobs", fmt.Sprintf("task-%d.out", i)))
 		if err != nil {
 			t.Fatalf("task %d: %v", i, err)
 		}
-		hosts = append(hosts, strings.TrimSpace(string(b)))
+		outs = append(outs, strings.TrimSpace(string(b)))
 	}
-	return hosts
+	return outs
 }
 
 // assertGone checks that nothing of cluster id is left: namespaces,
