@@ -11,6 +11,7 @@ import (
 	"tokenbed/agent/clock"
 	"tokenbed/agent/eventlog"
 	"tokenbed/agent/node"
+	"tokenbed/agent/passing"
 )
 
 // Node assembles the agent's node from its configuration and credentials:
@@ -39,20 +40,25 @@ func (r *Resolved) Node(cred *ca.Credentials, shared *ca.Verified, now time.Time
 	if err != nil {
 		return nil, fmt.Errorf("role: %v", err)
 	}
-	// The 3-way exchange's pass ids come from the agent's seed (logged in
-	// agent_started), on their own stream: the policy's draws do not
-	// shift them, and a run replays with the same ids.
+	return node.New(node.Config{Name: r.Name, Addr: r.Listen, Key: cred.Key, Cert: cred.Cert, CA: verifier,
+		Passing: r.passing(), Policy: policy, Peers: members, DirectoryTTL: r.DirectoryTTL,
+		Rand: rand.New(rand.NewPCG(r.Seed, 0x70ce2009)), MaxClockSkew: r.MaxClockSkew})
+}
+
+// passing is the agent's passing configuration with its seed: the 3-way
+// exchange's pass ids come from the agent's seed (logged in
+// agent_started), on their own stream, so the policy's draws do not shift
+// them and a run replays with the same ids.
+func (r *Resolved) passing() passing.Config {
 	pc := r.Passing
 	pc.Seed = r.Seed
-	return node.New(node.Config{Name: r.Name, Addr: r.Listen, Key: cred.Key, Cert: cred.Cert, CA: verifier,
-		Passing: pc, Policy: policy, Peers: members, DirectoryTTL: r.DirectoryTTL,
-		Rand: rand.New(rand.NewPCG(r.Seed, 0x70ce2009)), MaxClockSkew: r.MaxClockSkew})
+	return pc
 }
 
 // Started is the agent's first log record: what it runs, and with which
 // settings (fault: the configured deliberate fault, "" for none).
 func (r *Resolved) Started(fault string, dropRate float64) eventlog.Event {
-	detail := fmt.Sprintf("passing=%+v policy=%s %s=%+v drop_rate=%v", r.Passing, r.Role, r.Role, r.Policy, dropRate)
+	detail := fmt.Sprintf("passing=%+v policy=%s %s=%+v drop_rate=%v", r.passing(), r.Role, r.Role, r.Policy, dropRate)
 	if d, ok := r.Policy.(circulation.Describer); ok {
 		detail += " " + d.Describe(len(r.Peers)+1)
 	}
