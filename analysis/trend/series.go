@@ -33,6 +33,19 @@
 // candidate's times the number of candidates (Bonferroni), and the change
 // night is the earliest candidate within the level the figure passed.
 //
+// # Effect
+//
+// A figure moved when its change is significant (below) and at least
+// Options.MinEffect, relative, from the baseline's value to the latest
+// night's: the quantile, the median of a distribution, the events per
+// exposure of a count. With tens of thousands of samples a night the
+// tests find a 0.3% shift certain; the effect keeps such a change, which
+// a machine's conditions alone make, from being reported as moved. A
+// distribution's tail has its own series (Read's "NAME p99"), with its
+// own effect, so the median is the distribution's. Significant but
+// smaller is WithinEffect. The effect does not change the p-values or
+// Holm's family.
+//
 // # Multiple comparisons
 //
 // Holm's step-down correction runs over every figure of one Analyze call

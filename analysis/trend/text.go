@@ -63,7 +63,15 @@ func percent(effect float64) string {
 	if math.IsInf(effect, 0) {
 		return "from 0"
 	}
-	return fmt.Sprintf("%+.2g%%", 100*effect)
+	// No exponents: 2.4e-06% reads worse than +0.00%.
+	switch pct := 100 * effect; {
+	case math.Abs(pct) >= 10:
+		return fmt.Sprintf("%+.0f%%", pct)
+	case math.Abs(pct) >= 1:
+		return fmt.Sprintf("%+.1f%%", pct)
+	default:
+		return fmt.Sprintf("%+.2f%%", pct)
+	}
 }
 
 func unit(u string) string {
