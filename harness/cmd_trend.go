@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 
@@ -27,6 +28,7 @@ func cmdTrend(args []string, stdout, stderr io.Writer) int {
 	since := fs.Int("since", 0, "only the latest N nights (0: all)")
 	alpha := fs.Float64("alpha", 0.01, "family-wise level over the night's figures (Holm)")
 	window := fs.Int("window", 7, "most baseline nights before a change")
+	minEffect := fs.Float64("min-effect", 0.05, "smallest relative change baseline → latest flagged (0: any significant change)")
 	all := fs.Bool("all", false, "print every series, not only those that moved or have no value on the latest night")
 	asJSON := fs.Bool("json", false, "print the findings as JSON")
 	var scalars []string
@@ -51,8 +53,8 @@ func cmdTrend(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "harness trend: unexpected argument %q\n", fs.Arg(0))
 		return exitUsage
 	}
-	if *since < 0 || !(*alpha > 0 && *alpha < 1) || *window < 1 {
-		fmt.Fprintln(stderr, "harness trend: --since must be ≥ 0, --alpha in (0, 1), --window ≥ 1")
+	if *since < 0 || !(*alpha > 0 && *alpha < 1) || *window < 1 || !(*minEffect >= 0) {
+		fmt.Fprintln(stderr, "harness trend: --since must be ≥ 0, --alpha in (0, 1), --window ≥ 1, --min-effect ≥ 0")
 		return exitUsage
 	}
 	if *dbPath == "" {
@@ -75,7 +77,11 @@ func cmdTrend(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "harness trend:", err)
 		return exitRunError
 	}
-	findings := trend.Analyze(series, trend.Options{Alpha: *alpha, Window: *window})
+	o := trend.Options{Alpha: *alpha, Window: *window, MinEffect: *minEffect}
+	if *minEffect == 0 {
+		o.MinEffect = -1 // Options' zero is the default; negative is none
+	}
+	findings := trend.Analyze(series, o)
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
@@ -95,17 +101,20 @@ func cmdTrend(args []string, stdout, stderr io.Writer) int {
 			}
 		}
 		fmt.Fprint(stdout, trend.Text(shown))
-		moved, unjudged := 0, 0
+		moved, unjudged, small := 0, 0, 0
 		for _, f := range findings {
 			if f.Moved {
 				moved++
+			}
+			if f.WithinEffect {
+				small++
 			}
 			if !f.Judged {
 				unjudged++
 			}
 		}
-		fmt.Fprintf(stdout, "%d series, %d judged, %d moved, %d regressions (Holm at %g over the judged series)\n",
-			len(findings), len(findings)-unjudged, moved, len(trend.Regressions(findings)), *alpha)
+		fmt.Fprintf(stdout, "%d series, %d judged, %d moved, %d regressions, %d within effect (Holm at %g over the judged series; moved: a change of at least %g)\n",
+			len(findings), len(findings)-unjudged, moved, len(trend.Regressions(findings)), small, *alpha, *minEffect)
 	}
 	if len(trend.Regressions(findings)) > 0 {
 		return exitFailed
@@ -123,6 +132,10 @@ func jsonFindings(fs []trend.Finding) []trend.Finding {
 		}
 		if f.PAdjusted != f.PAdjusted {
 			f.PAdjusted = -1
+		}
+		// Nor ±Inf: a change from a zero baseline.
+		if math.IsInf(f.Effect, 0) {
+			f.Effect = math.Copysign(math.MaxFloat64, f.Effect)
 		}
 		out[i] = f
 	}

@@ -28,7 +28,9 @@ func TestTrendUsage(t *testing.T) {
 // samples (each night a seeded bootstrap draw of them, its counts as
 // the run had them), the A>B pass latency 1 ms slower on the last two.
 // harness trend flags the A>B latency with the ninth night's revision and
-// exits 1; no other figure moves.
+// exits 1; no other figure moves. 1 ms on the 20 ms median is +4.96%,
+// just below the default --min-effect of 5%: at the default the change
+// is "within effect" (exit 0); the test of the flagging sets 2%.
 func TestTrendPlantedSlowdown(t *testing.T) {
 	dir := t.TempDir()
 	var out, errb bytes.Buffer
@@ -84,7 +86,12 @@ func TestTrendPlantedSlowdown(t *testing.T) {
 
 	out.Reset()
 	errb.Reset()
-	code := run([]string{"trend", "--db", dbPath, "--all"}, &out, &errb)
+	if code := run([]string{"trend", "--db", dbPath, "--figure", planted, "--all"}, &out, &errb); code != exitOK ||
+		strings.Count(out.String(), "within effect three-agents-sim / "+planted) != 3 {
+		t.Errorf("at the default effect: exit %d, want 0 and the 3 series of %s within effect:\n%s", code, planted, out.String())
+	}
+	out.Reset()
+	code := run([]string{"trend", "--db", dbPath, "--all", "--min-effect", "0.02"}, &out, &errb)
 	t.Logf("harness trend:\n%s%s", out.String(), errb.String())
 	if code != exitFailed {
 		t.Fatalf("exit %d, want %d (a regression)", code, exitFailed)
@@ -115,7 +122,7 @@ func TestTrendPlantedSlowdown(t *testing.T) {
 		code  int
 	}{{"3", exitFailed}, {"2", exitOK}} {
 		out.Reset()
-		if code := run([]string{"trend", "--db", dbPath, "--since", c.since, "--figure", planted}, &out, &errb); code != c.code {
+		if code := run([]string{"trend", "--db", dbPath, "--since", c.since, "--figure", planted, "--min-effect", "0.02"}, &out, &errb); code != c.code {
 			t.Errorf("--since %s: exit %d, want %d:\n%s", c.since, code, c.code, out.String())
 		}
 		if c.code == exitFailed && strings.Count(out.String(), "since night09 (revision rev09)") != 2 {

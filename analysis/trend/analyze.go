@@ -1,7 +1,9 @@
 package trend
 
 import (
+	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 
@@ -20,6 +22,8 @@ const (
 // candidate is one candidate change night and its test.
 type candidate struct {
 	j        int     // its index in the present nights
+	from     int     // the index in the present nights of its first baseline night
+	effect   float64 // the relative change baseline → latest
 	p        float64 // the largest p-value of the nights from it on
 	dir      int     // the direction of the latest night from its baseline
 	baseline float64 // the figure over its baseline, pooled
@@ -45,13 +49,29 @@ func Analyze(series []Series, o Options) []Finding {
 		if !reject[i] {
 			continue
 		}
-		// The earliest candidate within the level the figure passed.
+		// The earliest candidate within the level the figure passed and
+		// of at least the effect: the effect narrows what is reported,
+		// not Holm's family (the p-values are those of every figure).
 		k := float64(len(cands[i]))
-		for _, c := range cands[i] {
-			if min(1, k*c.p) <= level[i] {
+		within := -1
+		for ci, c := range cands[i] {
+			if min(1, k*c.p) > level[i] {
+				continue
+			}
+			if math.Abs(c.effect) >= o.MinEffect {
+				within = -1
 				settle(f, series[i], c)
 				break
 			}
+			if within < 0 {
+				within = ci
+			}
+		}
+		if within >= 0 {
+			// Shown against the baseline of its earliest significant
+			// candidate, the change that was too small.
+			f.WithinEffect = true
+			setBaseline(f, series[i], cands[i][within])
 		}
 	}
 	return fs
@@ -90,7 +110,7 @@ func settle(f *Finding, s Series, c candidate) {
 	at := s.Nights[present[c.j]]
 	f.Moved = true
 	f.Direction = c.dir
-	f.Baseline = c.baseline
+	setBaseline(f, s, c)
 	f.Since, f.SinceRevision = at.Night, at.Revision
 	if c.j > 0 {
 		b := s.Nights[present[c.j-1]]
@@ -105,6 +125,64 @@ func settle(f *Finding, s Series, c candidate) {
 	default:
 		f.Regression = true
 	}
+}
+
+// setBaseline sets f's baseline from candidate c: its value, its nights,
+// the relative change to the latest night, and the overrides in which the
+// latest night differs from the last baseline night.
+func setBaseline(f *Finding, s Series, c candidate) {
+	present := presentNights(s)
+	first, last := s.Nights[present[c.from]], s.Nights[present[c.j-1]]
+	f.Baseline, f.Effect = c.baseline, c.effect
+	f.BaselineFirst, f.BaselineLast, f.BaselineRevision = first.Night, last.Night, last.Revision
+	f.OverridesDiffer = overridesDiffer(last.Overrides, s.Nights[present[len(present)-1]].Overrides)
+}
+
+// overridesDiffer lists the paths whose override differs between two
+// nights' JSON objects, "path: old → new" ("-" where unset), sorted. An
+// object that does not parse counts as a whole: "overrides: old → new".
+func overridesDiffer(old, new string) []string {
+	if old == new {
+		return nil
+	}
+	var a, b map[string]any
+	if json.Unmarshal([]byte(nonEmpty(old)), &a) != nil || json.Unmarshal([]byte(nonEmpty(new)), &b) != nil {
+		return []string{fmt.Sprintf("overrides: %s → %s", old, new)}
+	}
+	var out []string
+	for _, k := range slices.Sorted(maps.Keys(mergeKeys(a, b))) {
+		va, oka := a[k]
+		vb, okb := b[k]
+		if oka == okb && fmt.Sprint(va) == fmt.Sprint(vb) {
+			continue
+		}
+		show := func(v any, ok bool) string {
+			if !ok {
+				return "-"
+			}
+			return fmt.Sprint(v)
+		}
+		out = append(out, fmt.Sprintf("%s: %s → %s", k, show(va, oka), show(vb, okb)))
+	}
+	return out
+}
+
+func nonEmpty(s string) string {
+	if s == "" {
+		return "{}"
+	}
+	return s
+}
+
+func mergeKeys(a, b map[string]any) map[string]bool {
+	out := map[string]bool{}
+	for k := range a {
+		out[k] = true
+	}
+	for k := range b {
+		out[k] = true
+	}
+	return out
 }
 
 // has reports whether night n carries a value of kind k.
@@ -172,6 +250,6 @@ func judge(s Series, o Options) (Finding, []candidate) {
 		}
 	}
 	f.P = min(1, float64(len(cands))*best.p)
-	f.Baseline = cands[len(cands)-1].baseline
+	setBaseline(&f, s, cands[len(cands)-1])
 	return f, cands
 }

@@ -36,6 +36,8 @@ type expect struct {
 	// missing night between).
 	Before      string `json:"before,omitempty"`
 	NightsMoved int    `json:"nights_moved,omitempty"`
+	// WithinEffect: significant, but below Options.MinEffect.
+	WithinEffect bool `json:"within_effect,omitempty"`
 }
 
 // gen draws literal series: nights n01.., revisions r01.., each night's
@@ -156,16 +158,35 @@ func testdataFiles() map[string]func() seriesFile {
 				},
 			}
 		},
+		"effect.json": func() seriesFile {
+			g := gen{rand.New(rand.NewPCG(106, 0))}
+			tiny := latency(func(n int) float64 { return 0.03 * float64(n-1) }) // +0.3% of the ~10.2 ms median
+			drop := func(n int) float64 { return map[bool]float64{true: 30, false: 100}[n == 2] }
+			return seriesFile{
+				About: "two nights of 30,000 samples, the second's latency +0.03 ms (+0.3%): significant, below the default effect of 5%; a count 100 → 30 a night (−70%): flagged",
+				Seed:  106,
+				Series: []Series{
+					g.sampleSeries("endurance", "latency_s.A>B p50", Quantile, 0.5, 2, 30000, tiny),
+					g.sampleSeries("endurance", "latency_s.A>B", Distribution, 0, 2, 30000, tiny),
+					g.countSeries("endurance", "performance.ops_ok", 2, drop),
+				},
+				Expect: []expect{
+					{Figure: "latency_s.A>B p50", Judged: true, WithinEffect: true},
+					{Figure: "latency_s.A>B", Judged: true, WithinEffect: true},
+					{Figure: "performance.ops_ok", Judged: true, Moved: true, Regression: true, SinceRevision: "r02", NightsMoved: 1},
+				},
+			}
+		},
 		"drift.json": func() seriesFile {
 			g := gen{rand.New(rand.NewPCG(104, 0))}
 			drift := func(n int) float64 { return 0.04 * float64(max(0, n-6)) }
 			return seriesFile{
-				About: "20 nights; the median latency drifts up 0.04 ms a night from night 7 on (0.13 of the jitter's spread a night)",
+				About: "20 nights; the median latency drifts up 0.04 ms a night from night 7 on (0.13 of the jitter's spread a night, 0.4% of the median): at the latest night +1.4% over the last seven, significant but within the default effect of 5%",
 				Seed:  104,
 				Series: []Series{
 					g.sampleSeries("three-agents", "latency_s.A>B p50", Quantile, 0.5, 20, 150, latency(drift)),
 				},
-				Expect: []expect{{Figure: "latency_s.A>B p50", Judged: true, Moved: true, Regression: true}},
+				Expect: []expect{{Figure: "latency_s.A>B p50", Judged: true, WithinEffect: true}},
 			}
 		},
 	}

@@ -113,7 +113,7 @@ func (b *builder) add(i int, c resultsdb.Campaign, r resultsdb.Run) error {
 	}
 	mark := func(nt *Night) {
 		if nt.Missing {
-			*nt = Night{Night: c.ID, Run: r.ID, Revision: revision(r), Started: c.Started}
+			*nt = Night{Night: c.ID, Run: r.ID, Revision: revision(r), Started: c.Started, Overrides: r.Overrides}
 		}
 	}
 	names, err := b.db.SampleNames(r.ID)

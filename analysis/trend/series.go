@@ -33,6 +33,19 @@
 // candidate's times the number of candidates (Bonferroni), and the change
 // night is the earliest candidate within the level the figure passed.
 //
+// # Effect
+//
+// A figure moved when its change is significant (below) and at least
+// Options.MinEffect, relative, from the baseline's value to the latest
+// night's: the quantile, the median of a distribution, the events per
+// exposure of a count. With tens of thousands of samples a night the
+// tests find a 0.3% shift certain; the effect keeps such a change, which
+// a machine's conditions alone make, from being reported as moved. A
+// distribution's tail has its own series (Read's "NAME p99"), with its
+// own effect, so the median is the distribution's. Significant but
+// smaller is WithinEffect. The effect does not change the p-values or
+// Holm's family.
+//
 // # Multiple comparisons
 //
 // Holm's step-down correction runs over every figure of one Analyze call
@@ -78,6 +91,9 @@ type Night struct {
 	Run      string    `json:"run,omitempty"`
 	Revision string    `json:"revision"`
 	Started  time.Time `json:"started,omitzero"`
+	// Overrides are the campaign's overrides of the night's (first) run,
+	// a JSON object path → value (resultsdb.Run.Overrides); empty: none.
+	Overrides string `json:"overrides,omitempty"`
 	// Missing: the job gave no value this night (it failed, or did not
 	// run). A missing night is neither judged nor part of a baseline.
 	Missing  bool      `json:"missing,omitempty"`
@@ -101,6 +117,11 @@ type Options struct {
 	// Horizon is how many of the latest present nights are candidate
 	// change nights (default 7).
 	Horizon int
+	// MinEffect is the smallest relative change baseline → latest that
+	// is reported as moved (default 0.05; negative: none, every
+	// significant change moves). With tens of thousands of samples a
+	// night, a change of 0.3% is significant yet practically nil.
+	MinEffect float64
 }
 
 func (o Options) withDefaults() Options {
@@ -115,6 +136,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Horizon == 0 {
 		o.Horizon = 7
+	}
+	if o.MinEffect == 0 {
+		o.MinEffect = 0.05
 	}
 	return o
 }
@@ -136,8 +160,11 @@ type Finding struct {
 	Note   string `json:"note,omitempty"`
 	// Moved: the figure changed, at family-wise level Alpha (Holm).
 	// Regression: it moved the wrong way (or Series.Better is empty).
-	Moved      bool `json:"moved"`
-	Regression bool `json:"regression"`
+	// WithinEffect: significant at that level, but no candidate change
+	// reaches Options.MinEffect; not Moved.
+	Moved        bool `json:"moved"`
+	Regression   bool `json:"regression"`
+	WithinEffect bool `json:"within_effect,omitempty"`
 	// Direction is +1 when the figure went up, −1 down (0 unmoved).
 	Direction int `json:"direction"`
 	// Since names the change: the first night that differs, its revision
@@ -153,6 +180,19 @@ type Finding struct {
 	// distribution, the events per exposure of a count.
 	Baseline float64 `json:"baseline"`
 	Latest   float64 `json:"latest"`
+	// BaselineFirst and BaselineLast are the first and last nights pooled
+	// in Baseline, BaselineRevision the last one's revision.
+	BaselineFirst    string `json:"baseline_first,omitempty"`
+	BaselineLast     string `json:"baseline_last,omitempty"`
+	BaselineRevision string `json:"baseline_revision,omitempty"`
+	// Effect is the relative change (Latest − Baseline)/|Baseline|
+	// (±Inf from a zero baseline), the size MinEffect bounds.
+	Effect float64 `json:"effect"`
+	// OverridesDiffer lists the campaign overrides in which the latest
+	// night differs from the last baseline night ("path: old → new"),
+	// when they differ: an override, not a revision, may have moved the
+	// figure.
+	OverridesDiffer []string `json:"overrides_differ,omitempty"`
 	// P is the figure's p-value (Bonferroni over its candidate change
 	// nights); PAdjusted is Holm's over the figures of the call.
 	P         float64 `json:"p"`

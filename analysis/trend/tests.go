@@ -90,9 +90,10 @@ func (t tester) pool(base []prepared) prepared {
 // testing every night alone would.
 func (t tester) candidate(j int, base, after []prepared) candidate {
 	b := t.pool(base)
-	c := candidate{j: j, baseline: b.value, p: 1}
+	c := candidate{j: j, from: j - len(base), baseline: b.value, p: 1}
 	latest := after[len(after)-1]
 	c.dir = sign(latest.value - b.value)
+	c.effect = relative(b.value, latest.value)
 	if c.dir == 0 {
 		return c
 	}
@@ -119,6 +120,18 @@ func (t tester) candidate(j int, base, after []prepared) candidate {
 	}
 	c.p = max(pa, pf, pl)
 	return c
+}
+
+// relative is the relative change from base to v: ±Inf from a zero base
+// (a count that had no events), 0 when both are 0.
+func relative(base, v float64) float64 {
+	if base == 0 {
+		if v == 0 {
+			return 0
+		}
+		return math.Inf(sign(v))
+	}
+	return (v - base) / math.Abs(base)
 }
 
 func sign(x float64) int {

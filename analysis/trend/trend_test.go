@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 
 	"tokenbed/internal/stats"
@@ -34,7 +36,7 @@ func check(t *testing.T, file string, fs []Finding, want []expect) {
 		if f.Figure != w.Figure {
 			t.Fatalf("%s: finding %d is %q, want %q", file, i, f.Figure, w.Figure)
 		}
-		got := expect{Figure: f.Figure, Judged: f.Judged, Moved: f.Moved, Regression: f.Regression}
+		got := expect{Figure: f.Figure, Judged: f.Judged, Moved: f.Moved, Regression: f.Regression, WithinEffect: f.WithinEffect}
 		if w.SinceRevision != "" {
 			got.SinceRevision, got.NightsMoved = f.SinceRevision, f.NightsMoved
 		}
@@ -52,7 +54,7 @@ func check(t *testing.T, file string, fs []Finding, want []expect) {
 // (handled: no flag, the latest missing not judged, a step after a gap
 // named from the last night present).
 func TestLiteralSeries(t *testing.T) {
-	for _, name := range []string{"step.json", "noise.json", "missing.json"} {
+	for _, name := range []string{"step.json", "noise.json", "missing.json", "effect.json"} {
 		f := readSeries(t, name)
 		fs := Analyze(f.Series, Options{})
 		check(t, name, fs, f.Expect)
@@ -62,9 +64,31 @@ func TestLiteralSeries(t *testing.T) {
 	}
 }
 
-// A slow drift is flagged, some nights after it starts: the test replays
-// the nights one at a time, as the nightly run sees them, and reports
-// when.
+// The effect filter narrows what is reported, not the tests: the tiny
+// shifts of effect.json, within effect at the default 5%, are flagged
+// with the filter off (harness trend --min-effect 0), with the same
+// p-values.
+func TestMinEffectOff(t *testing.T) {
+	f := readSeries(t, "effect.json")
+	def := Analyze(f.Series, Options{})
+	off := Analyze(f.Series, Options{MinEffect: -1})
+	for i := range 2 {
+		d, o := def[i], off[i]
+		if !o.Moved || !o.Regression || o.WithinEffect || o.P != d.P || o.PAdjusted != d.PAdjusted {
+			t.Errorf("%s with no effect filter: moved %v regression %v within %v p %g/%g, want moved at p %g/%g",
+				o.Figure, o.Moved, o.Regression, o.WithinEffect, o.P, o.PAdjusted, d.P, d.PAdjusted)
+		}
+		if e := o.Effect; !(e > 0 && e < 0.01) {
+			t.Errorf("%s: effect %g, want the planted +0.3%%", o.Figure, e)
+		}
+	}
+}
+
+// A slow drift is flagged by the tests, some nights after it starts: the
+// test replays the nights one at a time, as the nightly run sees them,
+// with no effect filter (the tests' power), and reports when. At the
+// default effect of 5% the drift, 0.4% a night, stays within effect
+// (drift.json's expectation): the baseline slides with it.
 func TestDrift(t *testing.T) {
 	f := readSeries(t, "drift.json")
 	s := f.Series[0]
@@ -73,7 +97,7 @@ func TestDrift(t *testing.T) {
 	for k := start; k <= len(s.Nights); k++ {
 		p := s
 		p.Nights = s.Nights[:k]
-		fs := Analyze([]Series{p}, Options{})
+		fs := Analyze([]Series{p}, Options{MinEffect: -1})
 		if k < start+1 && fs[0].Moved {
 			t.Errorf("flagged at night %d, before the drift could show", k)
 		}
@@ -102,7 +126,9 @@ func TestNoiseFalseFlagRate(t *testing.T) {
 	}
 	const seed = 2026
 	g := gen{rand.New(rand.NewPCG(seed, 1))}
-	o := Options{Alpha: 0.05} // a larger level, so that the count says something in 300 nights
+	// A larger level, so that the count says something in 300 nights;
+	// no effect filter, so that the count is the tests' level.
+	o := Options{Alpha: 0.05, MinEffect: -1}
 	flagged, figures := 0, 0
 	for range reps {
 		ss := []Series{
@@ -159,4 +185,21 @@ func TestTwoNights(t *testing.T) {
 		{Figure: "latency_s.B>A p50", Judged: true},
 		{Figure: "latency_s.B>A", Judged: true},
 	})
+}
+
+// A finding names the campaign overrides in which the latest night
+// differs from the last baseline night: an override may have moved it.
+func TestOverridesDiffer(t *testing.T) {
+	g := gen{rand.New(rand.NewPCG(107, 0))}
+	s := g.countSeries("j", "passes", 2, func(int) float64 { return 100 })
+	s.Nights[0].Overrides = `{"defaults.profile":"lan","seeds":3}`
+	s.Nights[1].Overrides = `{"defaults.profile":"wan","seeds":3,"x":1}`
+	f := Analyze([]Series{s}, Options{})[0]
+	want := []string{"defaults.profile: lan → wan", "x: - → 1"}
+	if !slices.Equal(f.OverridesDiffer, want) {
+		t.Errorf("overrides differ %q, want %q", f.OverridesDiffer, want)
+	}
+	if !strings.Contains(Text([]Finding{f}), "overrides differ: defaults.profile: lan → wan, x: - → 1") {
+		t.Errorf("not on the line: %s", Text([]Finding{f}))
+	}
 }
