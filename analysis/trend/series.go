@@ -36,14 +36,16 @@
 // # Effect
 //
 // A figure moved when its change is significant (below) and at least
-// Options.MinEffect, relative, from the baseline's value to the latest
-// night's: the quantile, the median of a distribution, the events per
-// exposure of a count. With tens of thousands of samples a night the
-// tests find a 0.3% shift certain; the effect keeps such a change, which
-// a machine's conditions alone make, from being reported as moved. A
-// distribution's tail has its own series (Read's "NAME p99"), with its
-// own effect, so the median is the distribution's. Significant but
-// smaller is WithinEffect. The effect does not change the p-values or
+// Options.MinEffect, relative, from the baseline to the latest night: of
+// the quantile, of the events per exposure of a count, and for a
+// distribution the mean distance between the two quantile functions
+// (Wasserstein-1) over the baseline's mean, which a shift of the whole
+// distribution moves by its size and a median flipping between two modes
+// (return times of two or three visits) only by the mass that changed.
+// With tens of thousands of samples a night the tests find a 0.3% shift
+// certain; the effect keeps such a change, which a machine's conditions
+// alone make, from being reported as moved. Significant but smaller is
+// WithinEffect. The effect does not change the p-values or
 // Holm's family.
 //
 // # Multiple comparisons
@@ -186,7 +188,9 @@ type Finding struct {
 	BaselineLast     string `json:"baseline_last,omitempty"`
 	BaselineRevision string `json:"baseline_revision,omitempty"`
 	// Effect is the relative change (Latest − Baseline)/|Baseline|
-	// (±Inf from a zero baseline), the size MinEffect bounds.
+	// (±Inf from a zero baseline), for a distribution its quantile
+	// functions' mean distance over the baseline's mean (shiftEffect):
+	// the size MinEffect bounds.
 	Effect float64 `json:"effect"`
 	// OverridesDiffer lists the campaign overrides in which the latest
 	// night differs from the last baseline night ("path: old → new"),

@@ -23,6 +23,9 @@ type tester struct {
 	value func(p prepared) float64
 	// pvalue tests night n against the pooled baseline b.
 	pvalue func(n, b prepared) float64
+	// effect is the relative size of the change from b to n (nil:
+	// the relative change of value).
+	effect func(n, b prepared) float64
 }
 
 func testerFor(s Series) (tester, error) {
@@ -45,6 +48,7 @@ func testerFor(s Series) (tester, error) {
 				_, p := stats.KSTest(n.sorted, b.sorted)
 				return p
 			},
+			effect: shiftEffect,
 		}, nil
 	case Count:
 		return tester{
@@ -94,6 +98,9 @@ func (t tester) candidate(j int, base, after []prepared) candidate {
 	latest := after[len(after)-1]
 	c.dir = sign(latest.value - b.value)
 	c.effect = relative(b.value, latest.value)
+	if t.effect != nil {
+		c.effect = t.effect(latest, b)
+	}
 	if c.dir == 0 {
 		return c
 	}
@@ -119,7 +126,40 @@ func (t tester) candidate(j int, base, after []prepared) candidate {
 		return c
 	}
 	c.p = max(pa, pf, pl)
+	if t.effect != nil && c.effect != 0 {
+		// Reported the way the effect moved: a distribution whose median
+		// rose while its tail shrank improved on the whole.
+		c.dir = sign(c.effect)
+	}
 	return c
+}
+
+// shiftLevels is how many quantile levels shiftEffect compares.
+const shiftLevels = 1000
+
+// shiftEffect is a distribution's change from b to n as the mean
+// distance between their quantile functions (the Wasserstein-1 distance,
+// over shiftLevels levels) relative to b's mean, signed as the means
+// move. A whole distribution shifted by x moves by x/mean; one whose
+// median only flips between two modes (a return time of two or three
+// visits) moves by the small mass that changed mode, where the medians
+// alone would read a jump of a whole mode.
+func shiftEffect(n, b prepared) float64 {
+	if len(n.sorted) == 0 || len(b.sorted) == 0 {
+		return 0
+	}
+	var dist, mn, mb float64
+	for i := range shiftLevels {
+		u := (float64(i) + 0.5) / shiftLevels
+		qn, qb := stats.Quantile(n.sorted, u), stats.Quantile(b.sorted, u)
+		dist += math.Abs(qn - qb)
+		mn += qn
+		mb += qb
+	}
+	if mb == 0 {
+		return relative(0, dist)
+	}
+	return float64(sign(mn-mb)) * dist / math.Abs(mb)
 }
 
 // relative is the relative change from base to v: ±Inf from a zero base

@@ -203,3 +203,39 @@ func TestOverridesDiffer(t *testing.T) {
 		t.Errorf("not on the line: %s", Text([]Finding{f}))
 	}
 }
+
+// A distribution's effect is its quantile functions' mean distance over
+// the baseline's mean: a whole shift counts in full, a median that flips
+// between two modes counts only by the mass that changed mode.
+func TestShiftEffect(t *testing.T) {
+	lumpy := func(n int, low float64) []float64 {
+		var out []float64
+		for i := range n {
+			if float64(i) < low*float64(n) {
+				out = append(out, 20.67)
+			} else {
+				out = append(out, 30.16)
+			}
+		}
+		return out
+	}
+	prep := func(x []float64) prepared { return prepared{sorted: stats.Sorted(x)} }
+	// 49.8% then 50.2% at the lower mode: the median jumps from 30.16 to
+	// 20.67 (−31%); 0.4% of the mass moved 9.49 s, 0.15% of the mean.
+	b, n := prep(lumpy(30000, 0.498)), prep(lumpy(30000, 0.502))
+	if got := shiftEffect(n, b); !(got < 0 && got > -0.005) {
+		t.Errorf("flipping median: effect %v, want within (−0.5%%, 0)", got)
+	}
+	var base, shifted []float64
+	for i := range 30000 {
+		x := 0.008 + 0.0002*float64(i%100)/100
+		base, shifted = append(base, x), append(shifted, x+0.004)
+	}
+	got := shiftEffect(prep(shifted), prep(base))
+	if want := 0.004 / 0.0081; math.Abs(got-want) > 0.01 {
+		t.Errorf("shift by 4 ms on a mean of 8.1 ms: effect %v, want %v", got, want)
+	}
+	if got := shiftEffect(prep(base), prep(shifted)); got >= 0 {
+		t.Errorf("shift down: effect %v, want negative", got)
+	}
+}
