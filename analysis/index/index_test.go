@@ -99,6 +99,40 @@ func TestRebuildLiteralRoot(t *testing.T) {
 	}
 }
 
+// An FTN run's workload volumes (operations, pairs, holds in the run's
+// wall-clock window) carry a unit, so that harness trend does not judge
+// them as Poisson counts; its events (disagreements between the views)
+// stay counts: no unit. A real summary of ftn-perf-throughput.
+func TestFTNVolumesHaveUnits(t *testing.T) {
+	x := ReadRun("testdata/ftn", "tbftn001")
+	if x.Run.Damaged != "" {
+		t.Fatalf("damaged: %s", x.Run.Damaged)
+	}
+	byName := map[string]resultsdb.Figure{}
+	for _, f := range x.Figures {
+		byName[f.Name] = f
+	}
+	for name, want := range map[string]string{
+		"performance.ops_ok":         "operations",
+		"performance.pairs":          "pairs",
+		"performance.clients":        "clients",
+		"views.history_holds":        "holds",
+		"views.capture_holds":        "holds",
+		"views.disagreements":        "",
+		"performance.ops_per_s":      "1/s",
+		"performance.window_s":       "s",
+		"performance.acquire_p50_ms": "ms",
+	} {
+		f, ok := byName[name]
+		if !ok || f.Unit != want {
+			t.Errorf("%s: unit %q (present %v), want %q", name, f.Unit, ok, want)
+		}
+	}
+	if f := byName["performance.ops_ok"]; f.Value.V != 16831 {
+		t.Errorf("ops_ok %v, want 16831", f.Value.V)
+	}
+}
+
 // Figures carry their unit, sample count and the paper's value where the
 // experiment gives one; samples keep every value.
 func TestFigures(t *testing.T) {

@@ -206,7 +206,7 @@ func presentNights(s Series) []int {
 // judge tests series s's candidate change nights; its P is NaN when it
 // cannot be judged.
 func judge(s Series, o Options) (Finding, []candidate) {
-	f := Finding{Job: s.Job, Figure: s.Figure, Unit: s.Unit, Kind: s.Kind, P: math.NaN(), PAdjusted: math.NaN()}
+	f := Finding{Job: s.Job, Backend: s.Backend, Figure: s.Figure, Unit: s.Unit, Kind: s.Kind, P: math.NaN(), PAdjusted: math.NaN()}
 	t, err := testerFor(s)
 	if err != nil {
 		f.Note = err.Error()

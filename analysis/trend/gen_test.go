@@ -168,12 +168,12 @@ func testdataFiles() map[string]func() seriesFile {
 				Series: []Series{
 					g.sampleSeries("endurance", "latency_s.A>B p50", Quantile, 0.5, 2, 30000, tiny),
 					g.sampleSeries("endurance", "latency_s.A>B", Distribution, 0, 2, 30000, tiny),
-					g.countSeries("endurance", "performance.ops_ok", 2, drop),
+					g.countSeries("endurance", "network_failures.tolerated", 2, drop),
 				},
 				Expect: []expect{
 					{Figure: "latency_s.A>B p50", Judged: true, WithinEffect: true},
 					{Figure: "latency_s.A>B", Judged: true, WithinEffect: true},
-					{Figure: "performance.ops_ok", Judged: true, Moved: true, Regression: true, SinceRevision: "r02", NightsMoved: 1},
+					{Figure: "network_failures.tolerated", Judged: true, Moved: true, Regression: true, SinceRevision: "r02", NightsMoved: 1},
 				},
 			}
 		},

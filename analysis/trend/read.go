@@ -30,7 +30,10 @@ var SampleQuantiles = []float64{0.5, 0.99}
 
 // Read builds the series of the database's nights. A night is a campaign;
 // a job's runs of one night (its seeds, its replicas) are pooled: their
-// samples joined, their counts summed over as many units of exposure.
+// samples joined, their counts summed over as many units of exposure. A
+// job whose runs are on several backends (sim-vs-real runs real
+// processes and the simulator) has a series per backend (Series.Backend):
+// pooling them would mix two different measurements.
 // Each job has, per stored sample (samples table), a Distribution series
 // named as the sample and a Quantile series per SampleQuantiles ("NAME
 // p99"); and per figure whose every value is a whole number ≥ 0 with no
@@ -66,7 +69,15 @@ func Read(db *resultsdb.DB, sel Selection) ([]Series, error) {
 	if sel.Since > 0 && len(nights) > sel.Since {
 		nights = nights[len(nights)-sel.Since:]
 	}
-	b := builder{db: db, sel: sel, nights: nights, series: map[key]*Series{}}
+	b := builder{db: db, sel: sel, nights: nights, series: map[key]*Series{}, backends: map[string]map[string]bool{}}
+	for _, c := range nights {
+		for _, r := range byCamp[c.ID] {
+			if b.backends[r.Job] == nil {
+				b.backends[r.Job] = map[string]bool{}
+			}
+			b.backends[r.Job][r.Backend] = true
+		}
+	}
 	for i, c := range nights {
 		for _, r := range byCamp[c.ID] {
 			if err := b.add(i, c, r); err != nil {
@@ -77,7 +88,7 @@ func Read(db *resultsdb.DB, sel Selection) ([]Series, error) {
 	return b.finish(), nil
 }
 
-type key struct{ job, figure string }
+type key struct{ job, backend, figure string }
 
 type builder struct {
 	db     *resultsdb.DB
@@ -85,6 +96,8 @@ type builder struct {
 	nights []resultsdb.Campaign
 	series map[key]*Series
 	order  []key
+	// backends: each job's backends over the nights read.
+	backends map[string]map[string]bool
 	// notCount: figures seen with a value that is not a count.
 	notCount map[key]bool
 }
@@ -94,7 +107,7 @@ type builder struct {
 func (b *builder) night(k key, kind Kind, q float64, unit string, i int) *Night {
 	s := b.series[k]
 	if s == nil {
-		s = &Series{Job: k.job, Figure: k.figure, Kind: kind, Q: q, Unit: unit, Nights: make([]Night, len(b.nights))}
+		s = &Series{Job: k.job, Backend: k.backend, Figure: k.figure, Kind: kind, Q: q, Unit: unit, Nights: make([]Night, len(b.nights))}
 		if strings.HasPrefix(k.figure, "latency") {
 			s.Better = "lower"
 		}
@@ -111,6 +124,10 @@ func (b *builder) add(i int, c resultsdb.Campaign, r resultsdb.Run) error {
 	if r.Status == resultsdb.RunError || r.Status == resultsdb.RunInterrupted || r.Status == resultsdb.RunRunning {
 		return nil
 	}
+	backend := ""
+	if len(b.backends[r.Job]) > 1 {
+		backend = r.Backend
+	}
 	mark := func(nt *Night) {
 		if nt.Missing {
 			*nt = Night{Night: c.ID, Run: r.ID, Revision: revision(r), Started: c.Started, Overrides: r.Overrides}
@@ -126,7 +143,7 @@ func (b *builder) add(i int, c resultsdb.Campaign, r resultsdb.Run) error {
 			return err
 		}
 		for _, s := range b.sampleSeries(name) {
-			nt := b.night(key{r.Job, s.figure}, s.kind, s.q, sampleUnit(name), i)
+			nt := b.night(key{r.Job, backend, s.figure}, s.kind, s.q, sampleUnit(name), i)
 			mark(nt)
 			nt.Samples = append(nt.Samples, vals...)
 		}
@@ -136,7 +153,7 @@ func (b *builder) add(i int, c resultsdb.Campaign, r resultsdb.Run) error {
 		return err
 	}
 	for _, f := range figs {
-		k := key{r.Job, f.Name}
+		k := key{r.Job, backend, f.Name}
 		if b.sel.Figure != "" && !strings.Contains(f.Name, b.sel.Figure) {
 			continue
 		}
@@ -229,6 +246,9 @@ func (b *builder) finish() []Series {
 	}
 	slices.SortFunc(out, func(a, c Series) int {
 		if x := strings.Compare(a.Job, c.Job); x != 0 {
+			return x
+		}
+		if x := strings.Compare(a.Backend, c.Backend); x != 0 {
 			return x
 		}
 		return strings.Compare(a.Figure, c.Figure)

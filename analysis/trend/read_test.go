@@ -3,6 +3,7 @@ package trend
 import (
 	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -87,5 +88,60 @@ func TestRead(t *testing.T) {
 	}
 	if len(ss) != 1 || len(ss[0].Nights) != 2 || ss[0].Nights[0].Night != "c2" || !ss[0].Nights[0].Missing {
 		t.Errorf("--figure tolerated --since 2: %+v", ss)
+	}
+}
+
+// A job whose runs are on two backends (sim-vs-real: real processes and
+// the simulator) gives a series per backend, never one pooling both; a
+// job on one backend keeps one series with no backend named.
+func TestReadSplitsBackends(t *testing.T) {
+	db, err := resultsdb.Open(filepath.Join(t.TempDir(), "r.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	t0 := time.Date(2026, 11, 1, 2, 0, 0, 0, time.UTC)
+	if err := db.UpsertCampaign(resultsdb.Campaign{ID: "c1", Started: t0, Status: resultsdb.CampaignPassed}); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []struct {
+		id, job, backend string
+		lat              []float64
+	}{
+		{"real", "sim-vs-real", "netns", []float64{0.0097, 0.0118}},
+		{"sim", "sim-vs-real", "sim", []float64{0.0082}},
+		{"e1", "endurance", "netns", []float64{0.009}},
+		{"e2", "endurance", "netns", []float64{0.010}},
+	} {
+		x := resultsdb.Indexed{
+			Run:     resultsdb.Run{ID: r.id, Campaign: "c1", Job: r.job, Backend: r.backend, Revision: "r1", Status: resultsdb.RunPass, Started: t0},
+			Samples: []resultsdb.Sample{{Name: "latency_s.A>B", Vals: r.lat}},
+		}
+		if err := db.PutRun(x); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ss, err := Read(db, Selection{Figure: "latency_s.A>B p99"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, s := range ss {
+		got[s.Job+"["+s.Backend+"]"] = fmt.Sprint(stats.Sorted(s.Nights[0].Samples))
+	}
+	want := map[string]string{
+		"sim-vs-real[netns]": "[0.0097 0.0118]",
+		"sim-vs-real[sim]":   "[0.0082]",
+		"endurance[]":        "[0.009 0.01]",
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("series %v, want %v", got, want)
+	}
+	// One night: nothing to judge, but each finding names its backend.
+	txt := Text(Analyze(ss, Options{}))
+	for _, line := range []string{"sim-vs-real [sim] / latency_s.A>B p99", "sim-vs-real [netns] / latency_s.A>B p99", "endurance / latency_s.A>B p99"} {
+		if !strings.Contains(txt, line) {
+			t.Errorf("text lacks %q:\n%s", line, txt)
+		}
 	}
 }

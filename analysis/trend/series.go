@@ -75,10 +75,14 @@ const (
 
 // Series is one figure of one job, night by night, oldest first.
 type Series struct {
-	Job    string `json:"job"`
-	Figure string `json:"figure"`
-	Unit   string `json:"unit,omitempty"`
-	Kind   Kind   `json:"kind"`
+	Job string `json:"job"`
+	// Backend is set when the job's runs are on more than one backend
+	// (the simulator against real processes): each backend's runs are a
+	// series of their own, never pooled with the other's.
+	Backend string `json:"backend,omitempty"`
+	Figure  string `json:"figure"`
+	Unit    string `json:"unit,omitempty"`
+	Kind    Kind   `json:"kind"`
 	// Q is the quantile of a Quantile figure (0.99 for a p99).
 	Q float64 `json:"q,omitempty"`
 	// Better is the direction a good change takes, "lower" or "higher";
@@ -147,10 +151,11 @@ func (o Options) withDefaults() Options {
 
 // Finding is the verdict on one series at its latest night.
 type Finding struct {
-	Job    string `json:"job"`
-	Figure string `json:"figure"`
-	Unit   string `json:"unit,omitempty"`
-	Kind   Kind   `json:"kind"`
+	Job     string `json:"job"`
+	Backend string `json:"backend,omitempty"` // Series.Backend
+	Figure  string `json:"figure"`
+	Unit    string `json:"unit,omitempty"`
+	Kind    Kind   `json:"kind"`
 	// Test names the test: "quantile intervals", "Kolmogorov–Smirnov",
 	// "conditional binomial".
 	Test string `json:"test"`

@@ -24,7 +24,11 @@ func Text(fs []Finding) string {
 		case f.WithinEffect:
 			verdict = "within effect"
 		}
-		fmt.Fprintf(&b, "%-13s %s / %s", verdict, f.Job, f.Figure)
+		job := f.Job
+		if f.Backend != "" {
+			job += " [" + f.Backend + "]"
+		}
+		fmt.Fprintf(&b, "%-13s %s / %s", verdict, job, f.Figure)
 		if !f.Judged {
 			fmt.Fprintf(&b, ": %s\n", f.Note)
 			continue

@@ -238,4 +238,16 @@ func TestShiftEffect(t *testing.T) {
 	if got := shiftEffect(prep(base), prep(shifted)); got >= 0 {
 		t.Errorf("shift down: effect %v, want negative", got)
 	}
+	// sim-vs-real's real B>A on two quiet nights: about 670 passes near
+	// 9.6 ms, the second night's body 1.5% lower but with two more passes
+	// of 3 s across an outage (the tail has its p99 series).
+	var quiet, outage []float64
+	for i := range 670 {
+		x := 0.0094 + 0.0004*float64(i)/670
+		quiet, outage = append(quiet, x), append(outage, x*0.985)
+	}
+	outage[0], outage[1] = 3.0, 3.1
+	if got := shiftEffect(prep(outage), prep(quiet)); !(got < 0 && got > -0.02) {
+		t.Errorf("body −1.5%% and two outage passes: effect %v, want within (−2%%, 0)", got)
+	}
 }

@@ -84,7 +84,9 @@ func (s *Server) judged(p *figurePage) error {
 	}
 	i := -1
 	for k := range series {
-		if series[k].Figure == p.Name {
+		// A job on several backends has a series per backend: the
+		// page's backend filter picks one.
+		if series[k].Figure == p.Name && (series[k].Backend == "" || p.Filter.Backend == "" || series[k].Backend == p.Filter.Backend) {
 			i = k
 		}
 	}
