@@ -11,7 +11,8 @@ import (
 
 // A job on two backends (sim-vs-real) has a series per backend: the job
 // page names each row's backend and links its figure page to it, and
-// the figure page judges that backend's series alone.
+// the figure page judges that backend's series alone and names the
+// campaign override that differs between the nights.
 func TestJobOnTwoBackends(t *testing.T) {
 	dir := t.TempDir()
 	db, err := resultsdb.Open(filepath.Join(dir, "results.db"))
@@ -38,8 +39,12 @@ func TestJobOnTwoBackends(t *testing.T) {
 				}
 				lat = append(lat, x)
 			}
+			over := ""
+			if c == "nB" {
+				over = `{"defaults.profile":"delay 3ms 150us distribution normal"}`
+			}
 			x := resultsdb.Indexed{
-				Run:     resultsdb.Run{ID: c + "-" + r.backend, Campaign: c, Job: "sim-vs-real", Backend: r.backend, Revision: "r1", Status: resultsdb.RunPass, Started: t0},
+				Run:     resultsdb.Run{ID: c + "-" + r.backend, Campaign: c, Job: "sim-vs-real", Backend: r.backend, Revision: "r1", Status: resultsdb.RunPass, Started: t0, Overrides: over},
 				Samples: []resultsdb.Sample{{Name: "latency_s.A>B", Vals: lat}},
 			}
 			if err := db.PutRun(x); err != nil {
@@ -68,6 +73,11 @@ func TestJobOnTwoBackends(t *testing.T) {
 	}
 	real := page(t, s, "/figures/latency_s.A%3EB%20p50?job=sim-vs-real&backend=netns")
 	sim := page(t, s, "/figures/latency_s.A%3EB%20p50?job=sim-vs-real&backend=sim")
+	// Both nights ran one revision: the page names the override that
+	// differs, the change's only cause in the campaign's records.
+	if !strings.Contains(real, `<span id="overrides">The campaign's overrides differ between the two nights: <code>defaults.profile: - → delay 3ms 150us distribution normal</code>.</span>`) {
+		t.Errorf("netns figure page does not name the override")
+	}
 	const marked = `<p id="finding" class="regression-mark">Regression`
 	if !strings.Contains(real, marked) || strings.Contains(sim, marked) {
 		t.Errorf("figure pages: netns marked %v, sim marked %v; want only netns", strings.Contains(real, marked), strings.Contains(sim, marked))
