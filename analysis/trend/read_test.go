@@ -11,16 +11,23 @@ import (
 	"tokenbed/internal/stats"
 )
 
-// Read: a night is a campaign; a job's runs of one night are pooled; a
-// night whose only run errored is missing; a figure that is not a count
-// gives no series; --since keeps the latest nights.
-func TestRead(t *testing.T) {
+// openDB opens an empty results database for t, and the time its
+// literal nights start from.
+func openDB(t *testing.T) (*resultsdb.DB, time.Time) {
+	t.Helper()
 	db, err := resultsdb.Open(filepath.Join(t.TempDir(), "r.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer db.Close()
-	t0 := time.Date(2026, 11, 1, 2, 0, 0, 0, time.UTC)
+	t.Cleanup(func() { db.Close() })
+	return db, time.Date(2026, 11, 1, 2, 0, 0, 0, time.UTC)
+}
+
+// Read: a night is a campaign; a job's runs of one night are pooled; a
+// night whose only run errored is missing; a figure that is not a count
+// gives no series; --since keeps the latest nights.
+func TestRead(t *testing.T) {
+	db, t0 := openDB(t)
 	put := func(camp, id, status string, failures float64, lat []float64) {
 		t.Helper()
 		x := resultsdb.Indexed{
@@ -95,12 +102,7 @@ func TestRead(t *testing.T) {
 // the simulator) gives a series per backend, never one pooling both; a
 // job on one backend keeps one series with no backend named.
 func TestReadSplitsBackends(t *testing.T) {
-	db, err := resultsdb.Open(filepath.Join(t.TempDir(), "r.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	t0 := time.Date(2026, 11, 1, 2, 0, 0, 0, time.UTC)
+	db, t0 := openDB(t)
 	if err := db.UpsertCampaign(resultsdb.Campaign{ID: "c1", Started: t0, Status: resultsdb.CampaignPassed}); err != nil {
 		t.Fatal(err)
 	}

@@ -52,11 +52,7 @@ func TestJobOnTwoBackends(t *testing.T) {
 			}
 		}
 	}
-	s, err := New(Config{Results: dir, DB: db})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := newServer(t, &fixture{root: dir, db: db})
 	job := page(t, s, "/trend?job=sim-vs-real")
 	for _, want := range []string{
 		`href="/figures/latency_s.A%3EB%20p50?job=sim-vs-real&amp;backend=netns">latency_s.A&gt;B p50</a> [netns]`,
