@@ -46,8 +46,8 @@ test-unit: fmt-check
 	$(GO) test -short -count=1 -timeout 10m ./...
 
 # The passing model check at its deepest bound: two retries of every
-# message and the 4-way reroute with a duplicated datagram, besides make
-# test's bounds (minutes of CPU).
+# message, and the 4-way reroute and return with a duplicated datagram,
+# besides make test's bounds (minutes of CPU).
 model-check: deps
 	$(GO) test -count=1 -timeout 60m -run 'TestModel' ./agent/passing -args -model.deep
 .PHONY: model-check
