@@ -97,6 +97,11 @@ type Summary struct {
 	PaperSeconds     float64                `json:"paper_seconds"`
 	WallSeconds      float64                `json:"wall_seconds"`
 	Requirements     map[string]Requirement `json:"requirements"`
+	// HostCPU is what the host's CPUs did while the agents ran (run.json);
+	// a latency figure is only as good as the host's scheduling.
+	HostCPU *results.HostCPU `json:"host_cpu,omitempty"`
+	// Engine is the userspace engine's account of its timing (run.json).
+	Engine *results.EngineFidelity `json:"engine,omitempty"`
 	// CheckNames are the run's checks in report order (its protocol's).
 	CheckNames []string `json:"check_names,omitempty"`
 	// Figures is the protocol's part (Part.Figures; token passing's:
@@ -243,6 +248,7 @@ func (c *Context) Judge() *Summary {
 	s.SchemaVersion, s.RunID, s.Experiment, s.Seed, s.GitRevision = SchemaVersion, info.RunID, info.Experiment, info.Seed, info.GitRevision
 	s.Kernel, s.Backend, s.Impairment, s.TimeScale, s.NetworkTimeScale = info.Kernel, info.Backend, info.Impairment, info.TimeScale, info.NetScale
 	s.Replicas, s.Status, s.Partial = info.Replicas, info.Status, info.Status != "ok"
+	s.HostCPU, s.Engine = info.HostCPU, info.Engine
 	if s.NetworkTimeScale == 0 {
 		s.NetworkTimeScale = 1
 	}

@@ -55,8 +55,23 @@ func RenderReport(s *Summary, fr Frame, sections string) string {
 	p := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
 	p("# %s: run %s\n\n", fr.Title, s.RunID)
 	p("Experiment `%s`, seed %d, git %s, kernel %s.  \n", s.Experiment, s.Seed, s.GitRevision, s.Kernel)
-	p("Backend %s, impairment %s; time scale %g (application), network time scale %g, %d replica(s); status %s.\n\n",
+	p("Backend %s, impairment %s; time scale %g (application), network time scale %g, %d replica(s); status %s.",
 		s.Backend, s.Impairment, s.TimeScale, s.NetworkTimeScale, s.Replicas, s.Status)
+	if h := s.HostCPU; h != nil {
+		// Beside the verdicts, not in them: a host that lost its CPUs to
+		// another guest delays every datagram, and the reader of a failed
+		// latency check needs to know (docs/studies/endurance.md).
+		p("  \nHost CPUs while the agents ran: %.0f s busy over %.0f s; %.2f s stolen by the hypervisor (%.1f%% of the CPU time wanted), at most %.2f s in one second.",
+			h.BusyS, h.WallS, h.StealS, 100*h.StealFraction, h.WorstStealS)
+		if h.Error != "" {
+			p(" Reading stopped early: %s.", h.Error)
+		}
+	}
+	if e := s.Engine; e != nil && e.Delivered > 0 {
+		p("  \nUserspace engine: %d of %d datagrams released over 1 ms after their time (%.2f%%); relay real-time %v.",
+			e.LateOver1ms, e.Delivered, 100*float64(e.LateOver1ms)/float64(e.Delivered), e.Realtime)
+	}
+	p("\n\n")
 	failed, unjudged := s.Failed(), s.NotJudged()
 	switch {
 	case len(failed) > 0:

@@ -17,6 +17,9 @@ var envelope = map[string]bool{
 	"kernel": true, "backend": true, "impairment": true, "time_scale": true, "network_time_scale": true,
 	"replicas": true, "status": true, "partial": true, "paper_seconds": true, "wall_seconds": true,
 	"requirements": true, "check_names": true, "notes": true,
+	// The host's CPU time is a fact of the machine, not a figure of the
+	// job: a noisy neighbour is not the job's regression.
+	"host_cpu": true, "engine": true,
 }
 
 // keyFields name the field that names an element of a list of objects

@@ -1,6 +1,7 @@
 package index
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -302,5 +303,29 @@ func TestTaskJobRecords(t *testing.T) {
 	Rebuild(root, db)
 	if c, _ := db.CampaignByID("c-s"); !strings.Contains(c.Status, "damaged: jobs/b.json") {
 		t.Errorf("a damaged task record: campaign status %q, want it named", c.Status)
+	}
+}
+
+// The host's CPU time and the engine's timing are facts of the machine
+// the run had, kept in summary.json for the report, not figures whose
+// change the trend would lay on the job.
+func TestHostFactsAreNotFigures(t *testing.T) {
+	var sum map[string]json.RawMessage
+	src := `{"run_id":"tbhost01","status":"ok","paper_s_per_wall_s":2000,
+		"host_cpu":{"wall_s":48,"busy_s":30,"steal_s":8.2,"steal_fraction":0.21,"worst_steal_s":0.9},
+		"engine":{"realtime":true,"bias_ns":20000,"delivered":36717,"late_over_1ms":1744}}`
+	if err := json.Unmarshal([]byte(src), &sum); err != nil {
+		t.Fatal(err)
+	}
+	var x resultsdb.Indexed
+	if err := fromSummary(&x, sum); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, f := range x.Figures {
+		names = append(names, f.Name)
+	}
+	if len(names) != 1 || names[0] != "paper_s_per_wall_s" {
+		t.Errorf("figures %v, want only paper_s_per_wall_s", names)
 	}
 }

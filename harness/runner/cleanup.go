@@ -10,6 +10,7 @@ import (
 
 	"tokenbed/agent/eventlog"
 	"tokenbed/harness/backend"
+	"tokenbed/internal/results"
 )
 
 // cleanup stops the agents (SIGTERM, then SIGKILL), the capture, and
@@ -53,6 +54,7 @@ func (r *run) cleanup() error {
 		// How faithful the emulator was: analysis reports it beside the
 		// latency figures.
 		summary := fmt.Sprintf("realtime=%v bias=%v delivered=%d late_over_1ms=%d", st.Realtime, time.Duration(st.BiasNS), delivered, late)
+		r.info.Engine = &results.EngineFidelity{Realtime: st.Realtime, BiasNS: st.BiasNS, Delivered: delivered, LateOver1ms: late}
 		r.o.Log.Info("userspace engine", "summary", summary)
 		r.event(eventlog.Event{Kind: eventlog.HarnessNotice, Reason: "engine_summary", Detail: summary})
 		if u := st.Unintended(); u > 0 {

@@ -160,6 +160,10 @@ func TestKernelRunFallsBackToUserspace(t *testing.T) {
 	}
 	info := checkDuplication(t, dir, ImpairUserspace)
 	t.Logf("run.json impairment_reason: %s", info.ImpairWhy)
+	// The engine's account of its timing is in run.json, for the report.
+	if e := info.Engine; e == nil || e.Delivered == 0 || e.LateOver1ms > e.Delivered {
+		t.Errorf("run.json engine: %+v", e)
+	}
 	if !strings.Contains(info.ImpairWhy, "test; then the userspace engine, because direction A>B: sources[0] (10.77.0.1/32) duplicates") || !strings.Contains(info.ImpairWhy, "Via") {
 		t.Errorf("run.json impairment_reason %q does not say why", info.ImpairWhy)
 	}

@@ -15,6 +15,7 @@ import (
 	"tokenbed/harness/backend/nsbackend"
 	"tokenbed/harness/runner/runnertest"
 	"tokenbed/harness/sim"
+	"tokenbed/internal/results"
 	"tokenbed/netem"
 )
 
@@ -67,6 +68,11 @@ func TestLoseTokenInTheSimulator(t *testing.T) {
 		Backend: be, Impair: ImpairSim, ImpairReason: "test", Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
+	}
+	// Simulated agents ran on virtual time: no host CPU to report.
+	var info results.RunInfo
+	if err := results.ReadJSON(dir, results.RunFile, &info); err != nil || info.HostCPU != nil {
+		t.Errorf("simulated run.json host_cpu %+v (%v), want none", info.HostCPU, err)
 	}
 	injected, skipped := 0, 0
 	for _, ev := range runnertest.ReadLog(t, dir, "harness") {

@@ -243,6 +243,8 @@ type run struct {
 	// faultsElsewhere counts, in a shard, the faults of replicas the
 	// other shards hold, as they fall due (faultNumber).
 	faultsElsewhere int
+	// stopCPU stops the watch on the host's CPUs (host.watchCPU).
+	stopCPU func() *results.HostCPU
 }
 
 // run is the run's steps, in order; whatever happens, end records how
@@ -265,6 +267,7 @@ func (r *run) run(ctx context.Context) (err error) {
 	if err := r.startClocks(); err != nil {
 		return err
 	}
+	r.stopCPU = r.host.watchCPU()
 	if err := r.startAgents(ctx); err != nil {
 		return err
 	}
@@ -296,6 +299,12 @@ func (r *run) begin() error {
 // and releases the run ID once nothing is left behind.
 func (r *run) end(ctx context.Context, err error) error {
 	o := r.o
+	if r.stopCPU != nil {
+		// Before cleanup: what the CPUs did while the agents ran, not
+		// while the harness tore the network down.
+		r.info.HostCPU = r.stopCPU()
+		r.noteCPU()
+	}
 	cerr := r.cleanup()
 	r.info.Finished = time.Now().UTC()
 	switch {

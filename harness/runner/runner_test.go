@@ -92,6 +92,11 @@ func TestRunWritesResultsAndLeavesNothing(t *testing.T) {
 	if err := results.ReadJSON(dir, results.RunFile, &info); err != nil || info.Status != "ok" || info.Replicas != 2 {
 		t.Errorf("run.json: %+v %v", info, err)
 	}
+	// What the host's CPUs did while the agents ran, read from
+	// /proc/stat: the agents and the harness kept them busy.
+	if h := info.HostCPU; h == nil || h.Error != "" || h.WallS < 1 || h.BusyS <= 0 || h.StealS < 0 || h.StealFraction < 0 || h.StealFraction > 1 {
+		t.Errorf("run.json host_cpu: %+v", h)
+	}
 	// The schedule was carried out, each step in the replica whose shard
 	// holds it: the first crash in replica 0, the last in replica 1.
 	hevs, err := eventlog.ReadFile(filepath.Join(dir, "logs", "harness.jsonl"))
@@ -99,8 +104,9 @@ func TestRunWritesResultsAndLeavesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	var crashes []string
-	restarted := false
+	restarted, hostCPU := false, false
 	for _, ev := range hevs {
+		hostCPU = hostCPU || ev.Reason == "host_cpu" && strings.Contains(ev.Detail, "stolen by the hypervisor")
 		switch ev.Kind {
 		case eventlog.AgentCrash:
 			crashes = append(crashes, ev.Peer)
@@ -110,6 +116,9 @@ func TestRunWritesResultsAndLeavesNothing(t *testing.T) {
 	}
 	if len(crashes) != 2 || crashes[0] != "C" || !strings.HasSuffix(crashes[1], ".r1") || !restarted {
 		t.Errorf("crashes %v (want C, then the holder of replica 1), restart of C %v", crashes, restarted)
+	}
+	if !hostCPU {
+		t.Error("harness log: no host_cpu notice")
 	}
 	// Every agent log is complete and valid, and the token moved. The
 	// token creators start once their peers are past the start-up window

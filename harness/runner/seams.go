@@ -15,6 +15,7 @@ import (
 	"tokenbed/harness/capture"
 	"tokenbed/harness/protocol"
 	"tokenbed/harness/sim"
+	"tokenbed/internal/cpustat"
 	"tokenbed/internal/results"
 	"tokenbed/netem"
 )
@@ -77,6 +78,10 @@ type host interface {
 	// prepare readies the host (or the world) for n processes, before
 	// the network is built.
 	prepare(r *run, n int) error
+	// watchCPU starts following what the host's CPUs do while the agents
+	// run; the function it returns stops and says what they did, or nil
+	// where no host CPU runs the agents.
+	watchCPU() func() *results.HostCPU
 }
 
 // processes configure and start the agents.
@@ -151,6 +156,14 @@ func (onHost) claim(runID, dir string) (*Claim, error) { return ClaimID(runID, d
 func (onHost) planResource(r *run, spec *backend.Spec) error { return r.planServers(spec) }
 
 func (onHost) prepare(_ *run, n int) error { return ensureFiles(n) }
+
+// watchCPU reads /proc/stat every second: a run's latency is only as good
+// as the host's scheduling, and a hypervisor that runs another guest on
+// the CPUs delays every datagram in flight (docs/studies/endurance.md).
+func (onHost) watchCPU() func() *results.HostCPU {
+	w := cpustat.Start(time.Second, cpustat.ReadHost)
+	return func() *results.HostCPU { return hostCPU(w.Stop()) }
+}
 
 // agentProcs are processes of the agent binary, configured by files.
 type agentProcs struct{}

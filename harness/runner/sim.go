@@ -96,6 +96,10 @@ func (simHost) claim(string, string) (*Claim, error) { return nil, nil }
 // own simulation modelled.
 func (simHost) planResource(r *run, _ *backend.Spec) error { return r.holdInsteadOfResource() }
 
+// watchCPU: the simulated agents run on virtual time, not on the host's
+// CPUs.
+func (simHost) watchCPU() func() *results.HostCPU { return func() *results.HostCPU { return nil } }
+
 // prepare makes the world the run needs.
 func (h simHost) prepare(r *run, _ int) error {
 	// The world hands every event over as it logs it, in time order

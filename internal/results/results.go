@@ -109,6 +109,38 @@ type RunInfo struct {
 	ReplicaStartNS  []int64  `json:"replica_start_ns,omitempty"`
 	MissingShards   []string `json:"missing_shards,omitempty"`
 	MissingReplicas []int    `json:"missing_replicas,omitempty"`
+	// HostCPU is what the host's CPUs did while the agents ran; absent
+	// in a simulation and in runs before it was recorded.
+	HostCPU *HostCPU `json:"host_cpu,omitempty"`
+	// Engine is how faithful the userspace netem engine was, when the
+	// run went through it.
+	Engine *EngineFidelity `json:"engine,omitempty"`
+}
+
+// EngineFidelity is the userspace engine's own account of its timing
+// (netem/userspace Stats): how many datagrams it released, and how many
+// of those over 1 ms after their time.
+type EngineFidelity struct {
+	Realtime    bool   `json:"realtime"` // the relay thread ran SCHED_FIFO
+	BiasNS      int64  `json:"bias_ns"`  // its wake-up compensation at the end
+	Delivered   uint64 `json:"delivered"`
+	LateOver1ms uint64 `json:"late_over_1ms"`
+}
+
+// HostCPU is the host's CPU time over a run on real processes, summed
+// over all CPUs, from /proc/stat (internal/cpustat).
+type HostCPU struct {
+	WallS float64 `json:"wall_s"`
+	BusyS float64 `json:"busy_s"`
+	// StealS is CPU time the hypervisor gave to someone else while the
+	// CPUs had work; StealFraction is StealS / (BusyS + StealS).
+	StealS        float64 `json:"steal_s"`
+	StealFraction float64 `json:"steal_fraction"`
+	// WorstStealS is the most stolen in one second, at WorstStealAt.
+	WorstStealS  float64   `json:"worst_steal_s"`
+	WorstStealAt time.Time `json:"worst_steal_at,omitzero"`
+	// Error is the reading that failed; the figures stop before it.
+	Error string `json:"error,omitempty"`
 }
 
 // StartNS is replica rep's AgentsStartNS: paper time 0 of its clock.
