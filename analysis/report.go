@@ -66,6 +66,12 @@ func RenderReport(s *Summary, fr Frame, sections string) string {
 		if h.Error != "" {
 			p(" Reading stopped early: %s.", h.Error)
 		}
+		if h.LatencyBoundUS != nil {
+			p(" Idle CPUs held to a wake-up latency of %d µs (PM QoS).", *h.LatencyBoundUS)
+		}
+		if h.LatencyError != "" {
+			p(" The CPUs' idle states were left alone: %s.", h.LatencyError)
+		}
 	}
 	if e := s.Engine; e != nil && e.Delivered > 0 {
 		p("  \nUserspace engine: %d of %d datagrams released over 1 ms after their time (%.2f%%); relay real-time %v.",

@@ -26,7 +26,7 @@ func runContainer(ctx context.Context, f runFlags, e *experiments.Experiment, cl
 		return exitUsage
 	}
 	dir, err := runner.Run(ctx, runner.Options{Experiment: e, ExperimentFile: expPath, ResultsRoot: f.results, RunID: f.runID, Shard: f.shardInfo, Claim: claim,
-		Backend: be, Impair: impair, ImpairReason: why, AgentBin: f.agent, RTPriority: f.rtPrio, Duration: f.duration, Log: log, Progress: stderr, TTY: isTTY(stderr)})
+		Backend: be, Impair: impair, ImpairReason: why, AgentBin: f.agent, RTPriority: f.rtPrio, CPULatency: f.cpuBound, Duration: f.duration, Log: log, Progress: stderr, TTY: isTTY(stderr)})
 	return finishRun(ctx, f, dir, err, stdout, stderr)
 }
 

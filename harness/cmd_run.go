@@ -35,8 +35,12 @@ type runFlags struct {
 	replicas  int
 	timeScale float64
 	rtPrio    int
-	slurm     slurmFlags
-	shard     string
+	// cpuLatency is --cpu-latency as given; cpuBound the bound it names
+	// (nil: off), set by check.
+	cpuLatency string
+	cpuBound   *time.Duration
+	slurm      slurmFlags
+	shard      string
 	// shardInfo is --shard's, once the experiment is known (shardRun).
 	shardInfo *results.ShardInfo
 }
@@ -59,6 +63,7 @@ func runFlagSet(f *runFlags, stderr io.Writer) *flag.FlagSet {
 	fs.BoolVar(&f.noAnalyze, "no-analyze", false, "do not analyze the results at the end")
 	fs.IntVar(&f.replicas, "replicas", 0, "run this many replicas of the topology, each replaying its share of the paper timeline (default: the experiment's)")
 	fs.Float64Var(&f.timeScale, "time-scale", 0, "application time scale (default: the experiment's); the distortion of compressed time is measured by comparing runs at several")
+	fs.StringVar(&f.cpuLatency, "cpu-latency", "0s", "while the agents run, hold this PM QoS CPU wake-up latency bound (a duration; 0s: idle CPUs poll instead of halting, as cyclictest does, so a datagram does not wait for a halted virtual CPU to wake; off: leave the idle states alone)")
 	fs.IntVar(&f.rtPrio, "rt-priority", 5, "run the agents SCHED_FIFO at this priority, below the userspace engine's relay (10), as dedicated hosts would run them (0: normal scheduling)")
 	f.slurm.register(fs)
 	fs.StringVar(&f.shard, "shard", "", "K/N: run only shard K of N (1-based) of the run's replicas, contiguous blocks; the run ID is then the run's, the shard's own derived from it (see harness merge)")
@@ -174,7 +179,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer, log *s
 		return runInUML(ctx, f, fs, expPath, stdout, stderr, log)
 	}
 	dir, err := runner.Run(ctx, runner.Options{Experiment: e, ExperimentFile: expPath, ResultsRoot: f.results, RunID: f.runID, Shard: f.shardInfo, Claim: claim,
-		Impair: impair, ImpairReason: why, AgentBin: f.agent, RTPriority: f.rtPrio, Duration: f.duration, Log: log, Progress: stderr, TTY: isTTY(stderr)})
+		Impair: impair, ImpairReason: why, AgentBin: f.agent, RTPriority: f.rtPrio, CPULatency: f.cpuBound, Duration: f.duration, Log: log, Progress: stderr, TTY: isTTY(stderr)})
 	return finishRun(ctx, f, dir, err, stdout, stderr)
 }
 
@@ -234,6 +239,20 @@ func replayCommand(f runFlags, expPath string) string {
 
 // check validates the flags, before anything is created; it returns what
 // is wrong, or "".
+// parseCPULatency sets cpuBound from --cpu-latency, or says what is wrong.
+func (f *runFlags) parseCPULatency() string {
+	if f.cpuLatency == "off" {
+		f.cpuBound = nil
+		return ""
+	}
+	d, err := time.ParseDuration(f.cpuLatency)
+	if err != nil || d < 0 || d > time.Hour {
+		return fmt.Sprintf("--cpu-latency %q: want a duration from 0s to 1h, or off", f.cpuLatency)
+	}
+	f.cpuBound = &d
+	return ""
+}
+
 func (f *runFlags) check() string {
 	switch {
 	case f.runID != "" && !backend.ValidRunID(f.runID):
@@ -242,6 +261,8 @@ func (f *runFlags) check() string {
 		return "--replicas must be in 1..64"
 	case f.rtPrio < 0 || f.rtPrio > 99:
 		return "--rt-priority must be in 0..99"
+	case f.parseCPULatency() != "":
+		return f.parseCPULatency()
 	case f.timeScale < 0:
 		return "--time-scale must be positive"
 	case f.duration < 0:

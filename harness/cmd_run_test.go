@@ -24,6 +24,40 @@ func TestRunUnknownBackendListsRegistry(t *testing.T) {
 	}
 }
 
+// --cpu-latency takes a duration or "off"; anything else is a usage
+// error naming the flag, before anything is created.
+func TestRunCPULatencyFlag(t *testing.T) {
+	for _, c := range []struct {
+		arg   string
+		bound string // "" for off
+		bad   bool
+	}{{"0s", "0s", false}, {"50us", "50µs", false}, {"off", "", false}, {"-1us", "", true}, {"soon", "", true}} {
+		var f runFlags
+		fs := runFlagSet(&f, &bytes.Buffer{})
+		if err := fs.Parse([]string{"--cpu-latency", c.arg}); err != nil {
+			t.Fatal(err)
+		}
+		msg := f.check()
+		switch {
+		case c.bad && !strings.Contains(msg, `--cpu-latency "`+c.arg+`"`):
+			t.Errorf("--cpu-latency %s: %q, want an error naming the flag", c.arg, msg)
+		case !c.bad && msg != "":
+			t.Errorf("--cpu-latency %s: %q", c.arg, msg)
+		case !c.bad && c.bound == "" && f.cpuBound != nil:
+			t.Errorf("--cpu-latency off: bound %v, want none", *f.cpuBound)
+		case !c.bad && c.bound != "" && (f.cpuBound == nil || f.cpuBound.String() != c.bound):
+			t.Errorf("--cpu-latency %s: bound %v, want %s", c.arg, f.cpuBound, c.bound)
+		}
+	}
+	// The default holds 0: idle CPUs poll while the agents run.
+	var f runFlags
+	fs := runFlagSet(&f, &bytes.Buffer{})
+	fs.Parse(nil)
+	if f.check(); f.cpuBound == nil || *f.cpuBound != 0 {
+		t.Errorf("default bound %v, want 0s", f.cpuBound)
+	}
+}
+
 // An experiment naming a protocol no plug-in registers is a usage error
 // naming the file and the registered protocols, before anything runs.
 func TestRunUnknownProtocol(t *testing.T) {

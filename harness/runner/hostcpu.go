@@ -5,6 +5,7 @@ import (
 
 	"tokenbed/agent/eventlog"
 	"tokenbed/internal/cpustat"
+	"tokenbed/internal/pmqos"
 	"tokenbed/internal/results"
 )
 
@@ -21,6 +22,20 @@ func hostCPU(rep cpustat.Report) *results.HostCPU {
 	return h
 }
 
+// holdCPULatency holds o.CPULatency, if asked; a host that cannot (no
+// device, not root) runs anyway, and says why in run.json and the log.
+func holdCPULatency(o Options) (*pmqos.Request, string) {
+	if o.CPULatency == nil {
+		return nil, ""
+	}
+	req, err := pmqos.Hold(*o.CPULatency)
+	if err != nil {
+		o.Log.Warn("the CPUs' idle states are left as they are: datagrams may wait for a halted CPU to wake", "err", err)
+		return nil, err.Error()
+	}
+	return req, ""
+}
+
 // noteCPU writes the host's CPU time to the harness log, where a failed
 // latency check is triaged beside the userspace engine's summary.
 func (r *run) noteCPU() {
@@ -32,6 +47,12 @@ func (r *run) noteCPU() {
 		h.BusyS, h.StealS, 100*h.StealFraction, h.WorstStealS, h.WallS)
 	if h.Error != "" {
 		detail += "; reading stopped: " + h.Error
+	}
+	if h.LatencyBoundUS != nil {
+		detail += fmt.Sprintf("; PM QoS CPU latency held at %d µs", *h.LatencyBoundUS)
+	}
+	if h.LatencyError != "" {
+		detail += "; PM QoS CPU latency not held: " + h.LatencyError
 	}
 	r.o.Log.Info("host cpu", "summary", detail)
 	r.event(eventlog.Event{Kind: eventlog.HarnessNotice, Reason: "host_cpu", Detail: detail})

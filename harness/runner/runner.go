@@ -83,6 +83,11 @@ type Options struct {
 	// here dozens share two cores, and at normal priority a busy neighbour
 	// (a build, a test) adds milliseconds to a pass's tail.
 	RTPriority int
+	// CPULatency, when not nil, is held as the host's PM QoS CPU
+	// latency bound while the agents run (internal/pmqos): at 0, idle
+	// CPUs poll instead of halting, and on a virtual machine a datagram
+	// then does not wait for the hypervisor to wake a halted vCPU.
+	CPULatency *time.Duration
 	// Duration overrides the experiment's length (paper time), e.g. for
 	// a smoke run; the schedule is cut to it.
 	Duration time.Duration
@@ -267,7 +272,7 @@ func (r *run) run(ctx context.Context) (err error) {
 	if err := r.startClocks(); err != nil {
 		return err
 	}
-	r.stopCPU = r.host.watchCPU()
+	r.stopCPU = r.host.watchCPU(r.o)
 	if err := r.startAgents(ctx); err != nil {
 		return err
 	}

@@ -73,8 +73,9 @@ func TestRunWritesResultsAndLeavesNothing(t *testing.T) {
 	requireRoot(t)
 	e, path := load(t, plain)
 	root := t.TempDir()
+	var poll time.Duration // hold 0: idle CPUs poll while the agents run
 	dir, err := Run(context.Background(), Options{Experiment: e, ExperimentFile: path, ResultsRoot: root, Impair: ImpairNone,
-		AgentBin: agentBin, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		AgentBin: agentBin, CPULatency: &poll, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,6 +97,8 @@ func TestRunWritesResultsAndLeavesNothing(t *testing.T) {
 	// /proc/stat: the agents and the harness kept them busy.
 	if h := info.HostCPU; h == nil || h.Error != "" || h.WallS < 1 || h.BusyS <= 0 || h.StealS < 0 || h.StealFraction < 0 || h.StealFraction > 1 {
 		t.Errorf("run.json host_cpu: %+v", h)
+	} else if h.LatencyBoundUS == nil || *h.LatencyBoundUS != 0 || h.LatencyError != "" {
+		t.Errorf("run.json host_cpu: PM QoS bound %v (%s), want 0 µs held", h.LatencyBoundUS, h.LatencyError)
 	}
 	// The schedule was carried out, each step in the replica whose shard
 	// holds it: the first crash in replica 0, the last in replica 1.

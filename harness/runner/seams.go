@@ -79,9 +79,9 @@ type host interface {
 	// the network is built.
 	prepare(r *run, n int) error
 	// watchCPU starts following what the host's CPUs do while the agents
-	// run; the function it returns stops and says what they did, or nil
-	// where no host CPU runs the agents.
-	watchCPU() func() *results.HostCPU
+	// run, and holds o.CPULatency; the function it returns stops, releases
+	// and says what they did, or nil where no host CPU runs the agents.
+	watchCPU(o Options) func() *results.HostCPU
 }
 
 // processes configure and start the agents.
@@ -160,9 +160,21 @@ func (onHost) prepare(_ *run, n int) error { return ensureFiles(n) }
 // watchCPU reads /proc/stat every second: a run's latency is only as good
 // as the host's scheduling, and a hypervisor that runs another guest on
 // the CPUs delays every datagram in flight (docs/studies/endurance.md).
-func (onHost) watchCPU() func() *results.HostCPU {
+func (onHost) watchCPU(o Options) func() *results.HostCPU {
+	held, heldErr := holdCPULatency(o)
 	w := cpustat.Start(time.Second, cpustat.ReadHost)
-	return func() *results.HostCPU { return hostCPU(w.Stop()) }
+	return func() *results.HostCPU {
+		h := hostCPU(w.Stop())
+		h.LatencyError = heldErr
+		if held != nil {
+			us := held.Bound.Microseconds()
+			h.LatencyBoundUS = &us
+			if err := held.Release(); err != nil {
+				h.LatencyError = "release: " + err.Error()
+			}
+		}
+		return h
+	}
 }
 
 // agentProcs are processes of the agent binary, configured by files.

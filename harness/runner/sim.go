@@ -98,7 +98,9 @@ func (simHost) planResource(r *run, _ *backend.Spec) error { return r.holdInstea
 
 // watchCPU: the simulated agents run on virtual time, not on the host's
 // CPUs.
-func (simHost) watchCPU() func() *results.HostCPU { return func() *results.HostCPU { return nil } }
+func (simHost) watchCPU(Options) func() *results.HostCPU {
+	return func() *results.HostCPU { return nil }
+}
 
 // prepare makes the world the run needs.
 func (h simHost) prepare(r *run, _ int) error {

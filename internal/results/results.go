@@ -141,6 +141,11 @@ type HostCPU struct {
 	WorstStealAt time.Time `json:"worst_steal_at,omitzero"`
 	// Error is the reading that failed; the figures stop before it.
 	Error string `json:"error,omitempty"`
+	// LatencyBoundUS is the PM QoS CPU latency bound the run held while
+	// the agents ran (µs; 0: idle CPUs poll), absent when it held none;
+	// LatencyError says why a bound asked for was not held.
+	LatencyBoundUS *int64 `json:"latency_bound_us,omitempty"`
+	LatencyError   string `json:"latency_error,omitempty"`
 }
 
 // StartNS is replica rep's AgentsStartNS: paper time 0 of its clock.
