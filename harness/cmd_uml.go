@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"tokenbed/harness/runner"
+	"tokenbed/internal/pmqos"
 	"tokenbed/internal/uml"
 )
 
@@ -40,8 +41,17 @@ func runInUML(ctx context.Context, f runFlags, fs *flag.FlagSet, expPath string,
 	if f.shardInfo != nil {
 		runID = f.shardInfo.BaseRunID
 	}
-	args := append([]string{self}, umlArgs(fs, map[string]string{"impair": runner.ImpairKernel, "run-id": runID,
-		"results": resultsRoot, "agent": f.agent, "no-analyze": "true"}, exp)...)
+	args := append([]string{self}, umlArgs(fs, guestFlags(f, runID, resultsRoot), exp)...)
+	if f.cpuBound != nil {
+		// The instance's CPU is the host's: hold the bound here, for the
+		// instance's life (the guest's own idle states are UML's).
+		if req, err := pmqos.Hold(*f.cpuBound); err != nil {
+			log.Warn("the CPUs' idle states are left as they are", "err", err)
+		} else {
+			defer req.Release()
+			log.Info("PM QoS CPU latency held for the instance", "bound", req.Bound)
+		}
+	}
 	cpu := f.cpu
 	if cpu < 0 {
 		cpu = 0
@@ -88,6 +98,14 @@ func runInUML(ctx context.Context, f runFlags, fs *flag.FlagSet, expPath string,
 // guest must see otherwise (its impairment is the guest kernel's, the
 // results land on the host's absolute path, analysis runs on the host),
 // and without the flags that act on the host (hostOnlyFlags).
+// guestFlags are the run flags the guest's harness gets otherwise than
+// given: the kernel path inside, the run's ID and results, no analysis
+// (the host analyses), and no PM QoS bound (the host holds it).
+func guestFlags(f runFlags, runID, resultsRoot string) map[string]string {
+	return map[string]string{"impair": runner.ImpairKernel, "run-id": runID,
+		"results": resultsRoot, "agent": f.agent, "no-analyze": "true", "cpu-latency": "off"}
+}
+
 func umlArgs(fs *flag.FlagSet, set map[string]string, exp string) []string {
 	args := []string{"run"}
 	fs.VisitAll(func(fl *flag.Flag) {

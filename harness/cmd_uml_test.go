@@ -17,7 +17,8 @@ func TestUMLArgsCarryTheRunFlags(t *testing.T) {
 		"--rt-priority", "0", "--cpu", "1", "--results", "res", "x.yaml"}); err != nil {
 		t.Fatal(err)
 	}
-	args := umlArgs(fs, map[string]string{"impair": runner.ImpairKernel, "run-id": "tb00000a", "results": "/abs/res", "no-analyze": "true"}, "/abs/x.yaml")
+	set := guestFlags(host, "tb00000a", "/abs/res")
+	args := umlArgs(fs, set, "/abs/x.yaml")
 	if args[0] != "run" {
 		t.Fatalf("args %q: want the run verb first", args)
 	}
@@ -28,6 +29,7 @@ func TestUMLArgsCarryTheRunFlags(t *testing.T) {
 	}
 	want := host
 	want.impair, want.runID, want.results, want.noAnalyze, want.cpu = runner.ImpairKernel, "tb00000a", "/abs/res", true, -1
+	want.cpuLatency = "off" // the host holds the bound for the instance
 	if guest != want {
 		t.Errorf("guest flags %+v, want %+v (from %q)", guest, want, args)
 	}
