@@ -93,11 +93,6 @@ func runInUML(ctx context.Context, f runFlags, fs *flag.FlagSet, expPath string,
 	return analyzeDir(dir, stdout, stderr)
 }
 
-// umlArgs is the command line of the harness in the guest: harness run
-// with the same flags as this one (fs, as parsed), but set, which the
-// guest must see otherwise (its impairment is the guest kernel's, the
-// results land on the host's absolute path, analysis runs on the host),
-// and without the flags that act on the host (hostOnlyFlags).
 // guestFlags are the run flags the guest's harness gets otherwise than
 // given: the kernel path inside, the run's ID and results, no analysis
 // (the host analyses), and no PM QoS bound (the host holds it).
@@ -106,6 +101,11 @@ func guestFlags(f runFlags, runID, resultsRoot string) map[string]string {
 		"results": resultsRoot, "agent": f.agent, "no-analyze": "true", "cpu-latency": "off"}
 }
 
+// umlArgs is the command line of the harness in the guest: harness run
+// with the same flags as this one (fs, as parsed), but set, which the
+// guest must see otherwise (its impairment is the guest kernel's, the
+// results land on the host's absolute path, analysis runs on the host),
+// and without the flags that act on the host (hostOnlyFlags).
 func umlArgs(fs *flag.FlagSet, set map[string]string, exp string) []string {
 	args := []string{"run"}
 	fs.VisitAll(func(fl *flag.Flag) {

@@ -49,7 +49,7 @@ func (t Times) StealFraction() float64 {
 	return float64(t.Steal) / float64(want)
 }
 
-// Path is where Read takes the times from.
+// Path is where ReadHost takes the times from.
 const Path = "/proc/stat"
 
 // ReadHost reads Path.
@@ -123,7 +123,6 @@ type Watch struct {
 	first Times
 	t0    time.Time
 	last  Times
-	at    time.Time
 	rep   Report
 	n     int
 }
@@ -173,7 +172,7 @@ func (w *Watch) sample(now time.Time) {
 		w.rep.WorstSteal, w.rep.WorstAt = s, now
 	}
 	w.n++
-	w.last, w.at = t, now
+	w.last = t
 	d := t.Sub(w.first)
 	w.rep.Wall, w.rep.Busy, w.rep.Steal = now.Sub(w.t0), d.Busy(), d.Steal
 }
